@@ -1,0 +1,1 @@
+"""LLVM (llvmlite) CPU backend for mutile."""

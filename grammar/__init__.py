@@ -1,0 +1,1 @@
+"""Grammar files of mutile (package data: tile_ir.lark, musa_asm.lark)."""

@@ -1,0 +1,1 @@
+"""Reference kernel templates (installed as mutile.kernels)."""

@@ -1,0 +1,1 @@
+"""mutile: a tile DSL and compiler for Pinghu GPUs with an llvmlite CPU JIT."""

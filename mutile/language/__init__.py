@@ -1,0 +1,1 @@
+"""mutile.language"""
