@@ -17,7 +17,7 @@ import math
 
 import numpy as np
 
-from .types import ScalarType, f32, f64
+from .types import ScalarType, f32, f64, u8
 
 _erf = np.vectorize(math.erf, otypes=[np.float64])
 
@@ -147,7 +147,12 @@ def evaluate(name: str, attrs: dict, args: list, result: ScalarType, operand: Sc
     if name == "cast":
         return convert(args[0], operand, result)
     if name == "bitcast":
-        return np.ascontiguousarray(args[0]).view(result.to_numpy())
+        x = np.asarray(args[0])  # ascontiguousarray would make a 0-d array 1-d
+        return np.ascontiguousarray(x).view(result.to_numpy()).reshape(x.shape)
+    if operand.is_bool() and name not in ("cmp", "select"):
+        # i1 is a 1-bit unsigned integer (add is xor, -x is x): compute in u8, keep bit 0
+        wide = evaluate(name, attrs, [np.asarray(x).astype(np.uint8) for x in args], u8, u8)
+        return (wide & 1).astype(np.bool_)
     ct = _compute_dtype(operand) if name != "select" else _compute_dtype(result)
     with np.errstate(all="ignore"):
         conv = [np.asarray(x) if (name == "select" and i == 0) else np.asarray(x).astype(ct)

@@ -1,0 +1,190 @@
+"""The frontend's entry point: a ``@jit`` function plus a specialization -> tile IR.
+
+It owns what spans several functions: nested ``@jit`` calls (one specialized callee
+function each, called with ``call`` and inlined by the ``inline`` pass), the globals a
+kernel reads (recorded for the cache key and re-checked at launch), and the calls that
+need the compiler itself (``static_assert``, ``static_print``, ``print``, ``range``).
+"""
+from __future__ import annotations
+
+import builtins
+import inspect
+import types as pytypes
+
+from ..errors import CompilationError, Loc
+from ..ir import types as T
+from ..ir.core import Func, Module
+from ..language import core as lc
+from ..language import semantic as S
+from ..language.core import constexpr, tensor
+from .codegen import CodeGenerator, is_jit, is_static, unwrap
+from .source import function_source
+
+_ALLOWED_GLOBAL_TYPES = (int, float, bool, str, type(None), T.ScalarType, T.PointerType,
+                         constexpr, pytypes.ModuleType, pytypes.FunctionType,
+                         pytypes.BuiltinFunctionType, type)
+
+
+class KernelCompiler:
+    """Compiles one kernel specialization; collects callees and globals it read."""
+
+    def __init__(self):
+        self.module = Module()
+        self.globals_read: dict = {}   # (file, name) -> value it had
+        self.callees: dict = {}        # specialization key -> Func
+        self.jit_functions: list = []  # every @jit function reached (for cache keys)
+        self.active: list = []
+
+    # ------------------------------------------------------------ kernels
+    def compile_kernel(self, jitfn, bindings: dict) -> Module:
+        """``bindings``: parameter name -> :class:`RuntimeArg` or a compile-time value."""
+        src = function_source(jitfn.fn)
+        self.jit_functions.append(jitfn)
+        params = list(inspect.signature(jitfn.fn).parameters)
+        runtime = [p for p in params if _is_runtime(bindings[p])]
+        func = Func(src.name, [bindings[p].type for p in runtime], [], runtime, src.loc(src.tree))
+        self.module.add(func)
+        self.module.kernel = func.name
+        scope = {}
+        for p in params:
+            v = bindings[p]
+            scope[p] = tensor(func.args[runtime.index(p)]) if _is_runtime(v) else unwrap(v)
+        self.active.append(jitfn)
+        CodeGenerator(src, self.module, func, scope, self, True).emit_function()
+        self.active.pop()
+        return self.module
+
+    # ------------------------------------------------------------ nested @jit calls
+    def call_jit(self, gen: CodeGenerator, jitfn, args, kwargs, node):
+        if jitfn in self.active:
+            gen.fail(node, f"recursive call of @jit function {jitfn.fn.__name__} is not supported")
+        sig = inspect.signature(jitfn.fn)
+        try:
+            bound = sig.bind(*args, **kwargs)
+        except TypeError as e:
+            gen.fail(node, f"{jitfn.fn.__name__}(): {e}")
+        bound.apply_defaults()
+        specs, runtime_vals = [], []
+        for name, v in bound.arguments.items():
+            v = unwrap(v)
+            if isinstance(v, tensor):
+                specs.append((name, v.type))
+                runtime_vals.append(v)
+            elif hasattr(v, "__mutile_desc__"):
+                gen.fail(node, "tensor descriptors cannot be passed to @jit functions yet; "
+                               "create the descriptor inside the callee")
+            else:
+                specs.append((name, ("const", _freeze(v))))
+        key = (id(jitfn), tuple(specs))
+        func = self.callees.get(key)
+        if func is None:
+            func = self._make_callee(jitfn, bound, specs, runtime_vals, gen, node)
+            self.callees[key] = func
+        op = gen.builder.create("call", [v.handle for v in runtime_vals], func.result_types,
+                                {"callee": func.name})
+        results = [tensor(r) for r in op.results]
+        if not results:
+            return None
+        return results[0] if len(results) == 1 else tuple(results)
+
+    def _make_callee(self, jitfn, bound, specs, runtime_vals, gen, node):
+        src = function_source(jitfn.fn)
+        if jitfn not in self.jit_functions:
+            self.jit_functions.append(jitfn)
+        base = src.name
+        name, n = base, 1
+        while name in self.module.funcs:
+            n += 1
+            name = f"{base}_{n}"
+        runtime = [s[0] for s in specs if isinstance(s[1], T.Type)]
+        func = Func(name, [v.type for v in runtime_vals], [], runtime, src.loc(src.tree))
+        self.module.add(func)
+        scope = {}
+        for (pname, spec) in specs:
+            if isinstance(spec, T.Type):
+                scope[pname] = tensor(func.args[runtime.index(pname)])
+            else:
+                scope[pname] = unwrap(bound.arguments[pname])
+        self.active.append(jitfn)
+        try:
+            CodeGenerator(src, self.module, func, scope, self, False).emit_function()
+        finally:
+            self.active.pop()
+        return func
+
+    # ------------------------------------------------------------ globals
+    def read_global(self, src, name, value, loc: Loc):
+        if is_jit(value) or lc.is_builtin(value) or isinstance(value, _ALLOWED_GLOBAL_TYPES):
+            if isinstance(value, (int, float, bool, str, constexpr, T.ScalarType)) \
+                    and not isinstance(value, type):
+                self.globals_read[(src.file, src.globals.get("__name__", ""), name)] = \
+                    _freeze(unwrap(value))
+            return unwrap(value)
+        if isinstance(value, (tuple,)) and is_static(value):
+            self.globals_read[(src.file, src.globals.get("__name__", ""), name)] = _freeze(value)
+            return value
+        raise CompilationError(
+            f"global '{name}' ({type(value).__name__}) cannot be used in a kernel: kernels read "
+            "only constexpr / number / string / dtype globals, modules and @jit functions", loc)
+
+    # ------------------------------------------------------------ special calls
+    def special_call(self, gen, fn, args, kwargs, node):
+        from .. import language as ml
+        if fn is ml.static_assert:
+            cond = args[0] if args else kwargs.get("cond")
+            msg = args[1] if len(args) > 1 else kwargs.get("msg", "")
+            if not is_static(cond):
+                gen.fail(node, "static_assert needs a compile-time condition")
+            if not unwrap(cond):
+                gen.fail(node, f"static_assert failed: {unwrap(msg)}")
+            return None
+        if fn is ml.static_print:
+            if not gen.dry_run:
+                print(*[a.type if isinstance(a, tensor) else unwrap(a) for a in args])
+            return None
+        if fn is builtins.print:
+            prefix = unwrap(args[0]) if args and isinstance(unwrap(args[0]), str) else ""
+            rest = args[1:] if prefix or (args and isinstance(unwrap(args[0]), str)) else args
+            return gen.call_builtin(ml.device_print, [prefix] + list(rest), {}, node)
+        if fn is builtins.range:
+            return ml.range(*[unwrap(a) for a in args])
+        if fn in (builtins.min, builtins.max) and not all(is_static(a) for a in args):
+            gen.fail(node, f"{fn.__name__}() on tensors: use ml.minimum/ml.maximum or "
+                           f"ml.{fn.__name__}(x, axis)")
+        if fn is builtins.len and args and isinstance(unwrap(args[0]), tensor):
+            return unwrap(args[0]).shape[0]
+        if fn is builtins.isinstance:
+            return isinstance(unwrap(args[0]), unwrap(args[1]))
+        return NotImplemented
+
+
+class RuntimeArg:
+    """A kernel parameter passed at launch, of IR type ``type``."""
+
+    def __init__(self, type: T.Type):
+        self.type = type
+
+    def __repr__(self):
+        return f"RuntimeArg({self.type})"
+
+
+def _is_runtime(v) -> bool:
+    return isinstance(v, RuntimeArg)
+
+
+def _freeze(v):
+    if isinstance(v, list):
+        return tuple(_freeze(x) for x in v)
+    if is_jit(v):
+        return ("jit", v.fn.__module__, v.fn.__qualname__)
+    return v
+
+
+def compile_kernel(jitfn, bindings: dict):
+    """Compile ``jitfn`` specialized by ``bindings``; returns (module, compiler)."""
+    c = KernelCompiler()
+    c.compile_kernel(jitfn, bindings)
+    return c.module, c
+
+
+__all__ = ["compile_kernel", "KernelCompiler", "RuntimeArg"]

@@ -1,0 +1,289 @@
+"""Builtins over whole tiles: dot, reductions, scans, tensor descriptors, hints and
+debugging output."""
+from __future__ import annotations
+
+from ..ir import types as T
+from . import semantic as S
+from .core import _unwrap, builtin, constexpr, tensor
+from .semantic import fail
+from .standard import _const_int, _dtype, _shape, expand_dims, reshape
+
+
+# ---------------------------------------------------------------- dot
+@builtin
+def dot(input, other, acc=None, input_precision=None, allow_tf32=None, max_num_imprecise_acc=None,
+        out_dtype=T.f32, _builder=None) -> tensor:
+    """``acc + input @ other`` for 2-D tiles (M x K) @ (K x N).
+
+    Float inputs accumulate in ``out_dtype`` (float32); int8 inputs in int32.
+    ``input_precision`` is ``"tf32"`` (default for float32 inputs, as in Triton: inputs
+    rounded to 10 mantissa bits) or ``"ieee"``. Each product is added in k order with
+    one rounding (fused multiply-add), identically on every backend.
+    """
+    b = _builder
+    a, bb = S.to_tensor(input, b), S.to_tensor(other, b)
+    if len(a.shape) != 2 or len(bb.shape) != 2:
+        fail(f"dot needs 2-D tiles, got shapes {a.shape} and {bb.shape}")
+    if a.shape[1] != bb.shape[0]:
+        fail(f"dot: inner dims differ, {a.shape} @ {bb.shape}")
+    if a.dtype != bb.dtype:
+        if a.dtype.is_floating() and bb.dtype.is_floating():
+            common = S.computation_type(a.dtype, bb.dtype)
+            a, bb = S.cast(a, common, b), S.cast(bb, common, b)
+        else:
+            fail(f"dot operands must have the same dtype, got {a.dtype!r} and {bb.dtype!r}")
+    prec = _unwrap(input_precision)
+    if prec is None:
+        tf32 = _unwrap(allow_tf32)
+        prec = "ieee" if tf32 is False else "tf32"
+    if prec == "tf32x3":
+        prec = "ieee"
+    if prec not in ("tf32", "ieee"):
+        fail(f"input_precision must be 'tf32' or 'ieee', got {prec!r}")
+    if a.dtype != T.f32:
+        prec = "ieee"
+    out_dtype = _dtype(out_dtype)
+    if a.dtype.is_int():
+        if a.dtype.bits != 8:
+            fail(f"integer dot needs int8/uint8 operands, got {a.dtype!r}")
+        out_dtype = T.i32
+    elif not a.dtype.is_floating():
+        fail(f"dot needs numeric operands, got {a.dtype!r}")
+    shape = [a.shape[0], bb.shape[1]]
+    acc = _unwrap(acc)
+    if acc is None:
+        acc = S.constant(b, 0, T.TileType(tuple(shape), out_dtype))
+    else:
+        acc = S.to_tensor(acc, b)
+        if acc.shape != shape:
+            fail(f"dot accumulator has shape {acc.shape}, expected {shape}")
+        if a.dtype.is_int() != acc.dtype.is_int():
+            fail(f"dot accumulator {acc.dtype!r} does not suit {a.dtype!r} operands")
+    return tensor(b("dot", a.handle, bb.handle, acc.handle, input_precision=prec))
+
+
+# ---------------------------------------------------------------- reductions
+def _axis(x: tensor, axis):
+    axis = _unwrap(axis)
+    if axis is None:
+        return None
+    axis = _const_int(axis, "axis")
+    if not -len(x.shape) <= axis < len(x.shape):
+        fail(f"axis {axis} out of range for shape {x.shape}")
+    return axis % len(x.shape)
+
+
+def _reduce(x, axis, kind, keep_dims, b, dtype=None) -> tensor:
+    x = S.to_tensor(x, b)
+    if not x.shape:
+        fail(f"{kind} needs a tile, got a scalar")
+    if x.dtype.is_ptr():
+        fail(f"cannot reduce pointers ({kind})")
+    if dtype is not None:
+        x = S.cast(x, dtype, b)
+    ax = _axis(x, axis)
+    if ax is None:
+        flat = reshape(x, [x.numel], _builder=b) if len(x.shape) > 1 else x
+        r = tensor(b("reduce", flat.handle, axis=0, kind=kind))
+        if keep_dims:
+            r = S.broadcast_to(r, [1] * len(x.shape), b)
+        return r
+    r = tensor(b("reduce", x.handle, axis=ax, kind=kind))
+    if keep_dims:
+        r = expand_dims(r, ax, _builder=b) if r.shape else S.broadcast_to(r, [1], b)
+    return r
+
+
+@builtin
+def sum(input, axis=None, keep_dims=False, dtype=None, _builder=None) -> tensor:
+    """Sum along ``axis`` (all axes if None). Integers narrower than 32 bits and floats
+    narrower than 32 bits sum in int32 / float32 unless ``dtype`` says otherwise."""
+    x = S.to_tensor(input, _builder)
+    dt = _unwrap(dtype)
+    if dt is None:
+        if x.dtype.is_int() and x.dtype.bits < 32:
+            dt = T.i32 if x.dtype.kind == "int" or x.dtype.is_bool() else T.u32
+        elif x.dtype.is_floating() and x.dtype.bits < 32:
+            dt = T.f32
+    return _reduce(x, axis, "sum", keep_dims, _builder, dt)
+
+
+@builtin
+def max(input, axis=None, return_indices=False, return_indices_tie_break_left=True,
+        keep_dims=False, _builder=None):
+    """Maximum along ``axis``; with ``return_indices`` also the (first) index."""
+    r = _reduce(input, axis, "max", keep_dims, _builder)
+    if _unwrap(return_indices):
+        return r, _reduce(input, axis, "argmax", keep_dims, _builder)
+    return r
+
+
+@builtin
+def min(input, axis=None, return_indices=False, return_indices_tie_break_left=True,
+        keep_dims=False, _builder=None):
+    """Minimum along ``axis``; with ``return_indices`` also the (first) index."""
+    r = _reduce(input, axis, "min", keep_dims, _builder)
+    if _unwrap(return_indices):
+        return r, _reduce(input, axis, "argmin", keep_dims, _builder)
+    return r
+
+
+@builtin
+def argmax(input, axis, tie_break_left=True, keep_dims=False, _builder=None) -> tensor:
+    """Index (int32) of the first maximum along ``axis``."""
+    return _reduce(input, axis, "argmax", keep_dims, _builder)
+
+
+@builtin
+def argmin(input, axis, tie_break_left=True, keep_dims=False, _builder=None) -> tensor:
+    """Index (int32) of the first minimum along ``axis``."""
+    return _reduce(input, axis, "argmin", keep_dims, _builder)
+
+
+@builtin
+def xor_sum(input, axis=None, keep_dims=False, _builder=None) -> tensor:
+    """Bitwise xor of the elements along ``axis``."""
+    return _reduce(input, axis, "xor", keep_dims, _builder)
+
+
+def _scan(x, axis, kind, reverse, b) -> tensor:
+    x = S.to_tensor(x, b)
+    ax = _axis(x, axis)
+    if ax is None:
+        fail(f"cum{kind} needs an axis")
+    if _unwrap(reverse):
+        fail("reverse scans are not supported; flip the tile's index instead")
+    return tensor(b("scan", x.handle, axis=ax, kind=kind))
+
+
+@builtin
+def cumsum(input, axis=0, reverse=False, dtype=None, _builder=None) -> tensor:
+    """Inclusive prefix sum along ``axis``."""
+    x = S.to_tensor(input, _builder)
+    dt = _unwrap(dtype)
+    if dt is None and x.dtype.is_int() and x.dtype.bits < 32:
+        dt = T.i32
+    if dt is not None:
+        x = S.cast(x, dt, _builder)
+    return _scan(x, axis, "sum", reverse, _builder)
+
+
+@builtin
+def cumprod(input, axis=0, reverse=False, _builder=None) -> tensor:
+    """Inclusive prefix product along ``axis``."""
+    return _scan(input, axis, "prod", reverse, _builder)
+
+
+# ---------------------------------------------------------------- tensor descriptors
+class tensor_descriptor:
+    """A global tensor read and written in fixed blocks: ``desc.load([i, j])``."""
+    __mutile_desc__ = True
+
+    def __init__(self, handle, block_shape, dtype):
+        self.handle, self.block_shape, self.dtype = handle, block_shape, dtype
+
+    @builtin
+    def load(self, offsets, _builder=None) -> tensor:
+        """The block at ``offsets`` (elements outside the tensor read as zero)."""
+        offs = self._offsets(offsets, _builder)
+        return tensor(_builder("desc_load", self.handle, *offs))
+
+    @builtin
+    def store(self, offsets, value, _builder=None) -> None:
+        """Write ``value`` as the block at ``offsets`` (outside elements are dropped)."""
+        b = _builder
+        offs = self._offsets(offsets, b)
+        v = S.broadcast_to(S.cast(S.to_tensor_typed(value, self.dtype, b), self.dtype, b),
+                           self.block_shape, b)
+        b.create("desc_store", [self.handle, *offs, v.handle])
+
+    def _offsets(self, offsets, b):
+        offsets = _unwrap(offsets)
+        if not isinstance(offsets, (list, tuple)) or len(offsets) != len(self.block_shape):
+            fail(f"a rank-{len(self.block_shape)} descriptor needs {len(self.block_shape)} offsets")
+        out = []
+        for o in offsets:
+            o = S.to_tensor(o, b)
+            if o.shape or not o.dtype.is_int():
+                fail(f"descriptor offsets must be integer scalars, got {o.type}")
+            out.append(S.cast(o, T.i32, b).handle)
+        return out
+
+
+@builtin
+def make_tensor_descriptor(base, shape, strides, block_shape, _builder=None) -> tensor_descriptor:
+    """Describe a row-major global tensor (``shape``, ``strides`` in elements) to be
+    read and written in blocks of ``block_shape``."""
+    b = _builder
+    p = S.to_tensor(base, b)
+    if not p.dtype.is_ptr() or p.shape:
+        fail(f"make_tensor_descriptor needs a scalar pointer base, got {p.type}")
+    shape, strides = list(_unwrap(shape)), list(_unwrap(strides))
+    block = _shape(block_shape, "block_shape")
+    if not len(shape) == len(strides) == len(block):
+        fail(f"shape, strides and block_shape must have the same rank, got "
+             f"{len(shape)}, {len(strides)}, {len(block)}")
+    sizes = []
+    for s in shape + strides:
+        t = S.to_tensor(s, b)
+        if t.shape or not t.dtype.is_int():
+            fail(f"descriptor shape and strides must be integer scalars, got {t.type}")
+        sizes.append(S.cast(t, T.i64, b).handle)
+    h = b("make_desc", p.handle, *sizes, block=block)
+    return tensor_descriptor(h, block, p.dtype.element_ty)
+
+
+# ---------------------------------------------------------------- hints and debugging
+def _hint_values(values):
+    values = _unwrap(values)
+    values = list(values) if isinstance(values, (list, tuple)) else [values]
+    return [_const_int(v, "hint value") for v in values]
+
+
+@builtin
+def multiple_of(input, values, _builder=None) -> tensor:
+    """Tell the compiler each element of ``input`` is a multiple of ``values``."""
+    x = S.to_tensor(input, _builder)
+    return tensor(_builder("hint", x.handle, multiple_of=_hint_values(values)))
+
+
+@builtin
+def max_contiguous(input, values, _builder=None) -> tensor:
+    """Tell the compiler runs of ``values`` consecutive elements are contiguous."""
+    x = S.to_tensor(input, _builder)
+    return tensor(_builder("hint", x.handle, max_contiguous=_hint_values(values)))
+
+
+@builtin
+def max_constancy(input, values, _builder=None) -> tensor:
+    """Accepted for Triton compatibility; carries no information here."""
+    return S.to_tensor(input, _builder)
+
+
+@builtin
+def assume(cond, _builder=None) -> None:
+    """Let the compiler take ``cond`` as true."""
+    c = S.as_bool(cond, _builder)
+    if c.shape:
+        fail("assume() takes a scalar condition")
+    _builder.create("assume", [c.handle])
+
+
+@builtin
+def device_print(prefix, *args, hex=False, _builder=None) -> None:
+    """Each program prints ``prefix``, its program ids and the values of ``args``."""
+    prefix = _unwrap(prefix)
+    if not isinstance(prefix, str):
+        fail("device_print's first argument must be a string prefix")
+    vals = [S.to_tensor(a, _builder).handle for a in args]
+    attrs = {"prefix": prefix}
+    if _unwrap(hex):
+        attrs["hex"] = True
+    _builder.create("print", vals, None, attrs)
+
+
+@builtin
+def device_assert(cond, msg="", _builder=None) -> None:
+    """Fault (naming this line) where ``cond`` is false."""
+    c = S.as_bool(cond, _builder)
+    _builder.create("assert", [c.handle], None, {"msg": str(_unwrap(msg))})

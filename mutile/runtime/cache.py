@@ -1,0 +1,136 @@
+"""Compilation caches: in memory per specialization, and on disk.
+
+A disk entry's key hashes the kernel's source, the specialization, the options, the
+backend, the environment switches that change code, and a hash of the compiler's own
+sources; the entry records the dependencies found while compiling (each ``@jit``
+callee's source hash and each constant global's value) and is used only while all of
+them still hold. Entries are written atomically (temp file + rename) with a checksum;
+an unreadable, truncated or corrupt entry is ignored and rebuilt.
+"""
+from __future__ import annotations
+
+import functools
+import hashlib
+import inspect
+import os
+import pickle
+import sys
+import tempfile
+from pathlib import Path
+
+_MAGIC = b"MUTILE1\n"
+ENV_SWITCHES = ("MUTILE_CHECK_BOUNDS", "MUTILE_VERIFY")
+
+
+@functools.lru_cache(maxsize=None)
+def compiler_hash() -> str:
+    """Hash of every source and grammar file of mutile and its backends."""
+    import mutile
+    h = hashlib.sha256()
+    roots = [Path(mutile.__file__).parent]
+    try:
+        from mutile import backends
+        roots.append(Path(backends.__file__).parent)
+        from mutile import grammar
+        roots.append(Path(grammar.__file__).parent)
+    except ImportError:  # pragma: no cover - partial installs
+        pass
+    seen = set()
+    for root in roots:
+        for p in sorted(root.rglob("*")):
+            if p.suffix in (".py", ".lark") and p.resolve() not in seen:
+                seen.add(p.resolve())
+                h.update(str(p.relative_to(root)).encode())
+                h.update(p.read_bytes())
+    return h.hexdigest()
+
+
+def source_hash(fn) -> str:
+    try:
+        src = inspect.getsource(fn)
+    except (OSError, TypeError):
+        src = repr(fn.__code__.co_code)
+    return hashlib.sha256(src.encode()).hexdigest()
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("MUTILE_CACHE_DIR", Path.home() / ".cache" / "mutile"))
+
+
+def make_key(*parts) -> str:
+    h = hashlib.sha256()
+    for p in parts:
+        h.update(repr(p).encode())
+        h.update(b"\0")
+    for e in ENV_SWITCHES:
+        h.update(f"{e}={os.environ.get(e, '')}".encode())
+    h.update(compiler_hash().encode())
+    return h.hexdigest()
+
+
+def resolve_function(module_name: str, qualname: str):
+    mod = sys.modules.get(module_name)
+    obj = mod
+    for part in qualname.split("."):
+        if obj is None or part == "<locals>":
+            return None
+        obj = getattr(obj, part, None)
+    return obj
+
+
+def deps_hold(deps) -> bool:
+    """True while every recorded dependency still has the value it had at compile time."""
+    for d in deps:
+        kind = d[0]
+        if kind == "global":
+            _, module_name, name, value = d
+            mod = sys.modules.get(module_name)
+            if mod is None or not hasattr(mod, name):
+                return False
+            cur = getattr(mod, name)
+            cur = getattr(cur, "value", cur) if type(cur).__name__ == "constexpr" else cur
+            if repr(cur) != value:
+                return False
+        elif kind == "jit":
+            _, module_name, qualname, h = d
+            obj = resolve_function(module_name, qualname)
+            fn = getattr(obj, "fn", None)
+            if fn is None or source_hash(fn) != h:
+                return False
+    return True
+
+
+def load(key: str):
+    """The payload stored under ``key``, or None (missing, corrupt or truncated)."""
+    path = cache_dir() / key[:2] / f"{key}.bin"
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return None
+    if not data.startswith(_MAGIC) or len(data) < len(_MAGIC) + 32:
+        return None
+    digest, body = data[len(_MAGIC):len(_MAGIC) + 32], data[len(_MAGIC) + 32:]
+    if hashlib.sha256(body).digest() != digest:
+        return None
+    try:
+        return pickle.loads(body)
+    except Exception:  # a corrupt entry is a cache miss, never a crash
+        return None
+
+
+def store(key: str, payload) -> None:
+    """Write ``payload`` atomically; failures to write (read-only dir...) are ignored."""
+    d = cache_dir() / key[:2]
+    body = pickle.dumps(payload, protocol=pickle.HIGHEST_PROTOCOL)
+    data = _MAGIC + hashlib.sha256(body).digest() + body
+    try:
+        d.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=d, prefix=f".{key[:8]}.", suffix=".tmp")
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, d / f"{key}.bin")
+    except OSError:
+        try:
+            os.unlink(tmp)
+        except (OSError, UnboundLocalError):
+            pass

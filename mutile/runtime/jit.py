@@ -1,0 +1,238 @@
+"""``@mutile.jit``: specialize on launch arguments, compile (with caches), launch.
+
+``kernel[grid](*args, **meta)`` binds the arguments, picks the specialization
+(constexpr values, the IR type of every runtime argument, options), finds or builds the
+compiled kernel, checks the grid and the arrays, and runs it. ``kernel.warmup(...)``
+compiles without running and returns the :class:`CompiledKernel`, whose ``asm`` holds
+every stage's text.
+"""
+from __future__ import annotations
+
+import inspect
+import os
+import time
+
+from ..errors import CompilationError, LaunchError
+from ..ir import types as T
+from . import cache
+from .specialize import as_array, runtime_type, stored_params
+
+OPTION_NAMES = ("num_warps", "num_stages", "backend", "check_bounds", "num_threads",
+                "num_ctas", "maxnreg", "sanitize")
+DEFAULT_OPTIONS = {"num_warps": 4, "num_stages": 3}
+
+
+def default_backend() -> str:
+    return os.environ.get("MUTILE_BACKEND", "llvm")
+
+
+def _env_flag(name: str) -> bool:
+    return os.environ.get(name, "").strip() not in ("", "0", "false", "False")
+
+
+class CompiledKernel:
+    """One compiled specialization: ``asm`` (stage name -> text), ``metadata``, and
+    ``kernel[grid](*args)`` to launch it with arguments of the same specialization."""
+
+    def __init__(self, jitfn, params, spec, options, binary, asm, metadata, stored, deps):
+        self.jitfn, self.params, self.spec, self.options = jitfn, params, spec, options
+        self.binary, self.asm, self.metadata = binary, asm, metadata
+        self.stored, self.deps = stored, deps
+        self.runtime_params = [p for p in params if isinstance(spec[p], T.Type) and p not in
+                               jitfn.constexprs]
+
+    def __getitem__(self, grid):
+        return lambda *args, **kwargs: self.jitfn.run(*args, grid=grid, _compiled=self, **kwargs)
+
+    def launch(self, grid: tuple, bound: dict, num_threads=None):
+        args, ranges = [], []
+        for i, p in enumerate(self.runtime_params):
+            v, t = bound[p], self.spec[p]
+            if t.is_ptr():
+                arr = as_array(v)
+                if arr is None:
+                    raise LaunchError(f"argument '{p}' must be an array of {t.element_ty!r}, "
+                                      f"got {type(v).__name__}")
+                if T.scalar_from_numpy(arr.dtype) != t.element_ty:
+                    raise LaunchError(f"argument '{p}': the kernel was compiled for "
+                                      f"{t.element_ty!r} arrays, got dtype {arr.dtype}")
+                if i in self.stored and not arr.flags.writeable:
+                    raise LaunchError(f"argument '{p}' is read-only but the kernel stores to it")
+                addr = arr.__array_interface__["data"][0]
+                lo, hi = _extent(arr)
+                args.append(addr)
+                ranges.append((lo, hi, arr))
+            else:
+                args.append(_scalar(p, v, t))
+                ranges.append(None)
+        self.binary.launch(args, grid, ranges, num_threads)
+
+
+def _extent(arr):
+    """[lo, hi) byte addresses an array's elements occupy (strides may be negative)."""
+    base = arr.__array_interface__["data"][0]
+    if arr.size == 0:
+        return base, base
+    lo = hi = base
+    for n, s in zip(arr.shape, arr.strides):
+        if s >= 0:
+            hi += (n - 1) * s
+        else:
+            lo += (n - 1) * s
+    return lo, hi + arr.itemsize
+
+
+def _scalar(name, v, t):
+    if isinstance(v, (bool, int, float)) or hasattr(v, "dtype"):
+        if t.is_floating():
+            return float(v)
+        if t.is_bool():
+            return int(bool(v))
+        iv = int(v)
+        if t.kind == "int" and not -2 ** (t.bits - 1) <= iv < 2 ** (t.bits - 1):
+            raise LaunchError(f"argument '{name}': {iv} does not fit the compiled type {t!r}")
+        return iv
+    raise LaunchError(f"argument '{name}' must be a number ({t!r}), got {type(v).__name__}")
+
+
+class JITFunction:
+    """A function compiled for the tile machine when launched (``@mutile.jit``)."""
+    __mutile_jit__ = True
+
+    def __init__(self, fn, do_not_specialize=(), debug=None, **_ignored):
+        self.fn = fn
+        self.__name__ = fn.__name__
+        self.__doc__ = fn.__doc__
+        self.__module__ = fn.__module__
+        self.__qualname__ = fn.__qualname__
+        self.signature = inspect.signature(fn)
+        self.params = list(self.signature.parameters)
+        from ..language.core import constexpr
+        self.constexprs = {p for p, par in self.signature.parameters.items()
+                           if par.annotation is constexpr or par.annotation == "constexpr"
+                           or getattr(par.annotation, "__name__", "") == "constexpr"
+                           or str(par.annotation).endswith("constexpr")}
+        self.cache: dict = {}
+
+    def __repr__(self):
+        return f"JITFunction({self.__module__}:{self.__qualname__})"
+
+    def __call__(self, *args, **kwargs):
+        raise CompilationError(f"@jit function {self.fn.__name__} cannot be called directly; "
+                               f"launch it as {self.fn.__name__}[grid](...) or call it from "
+                               "another @jit function")
+
+    def __getitem__(self, grid):
+        return lambda *args, **kwargs: self.run(*args, grid=grid, **kwargs)
+
+    # ------------------------------------------------------------ binding
+    def bind(self, args, kwargs):
+        options = dict(DEFAULT_OPTIONS)
+        for k in OPTION_NAMES:
+            if k in kwargs and k not in self.params:
+                options[k] = kwargs.pop(k)
+        try:
+            bound = self.signature.bind(*args, **kwargs)
+        except TypeError as e:
+            raise LaunchError(f"{self.fn.__name__}: {e}") from None
+        bound.apply_defaults()
+        options.setdefault("backend", default_backend())
+        options["check_bounds"] = bool(options.get("check_bounds")) or _env_flag("MUTILE_CHECK_BOUNDS")
+        return dict(bound.arguments), options
+
+    def specialize(self, bound: dict) -> dict:
+        spec = {}
+        for p in self.params:
+            v = bound[p]
+            if p in self.constexprs:
+                v = getattr(v, "value", v) if type(v).__name__ == "constexpr" else v
+                spec[p] = v
+            else:
+                spec[p] = runtime_type(p, v)
+        return spec
+
+    # ------------------------------------------------------------ compile
+    def warmup(self, *args, grid=None, **kwargs) -> CompiledKernel:
+        """Compile for these arguments (arrays or IR types) without launching."""
+        bound, options = self.bind(args, kwargs)
+        return self._get(self.specialize(bound), options)[0]
+
+    def _get(self, spec, options):
+        mem_key = (tuple((p, _freeze(spec[p])) for p in self.params),
+                   tuple(sorted((k, repr(v)) for k, v in options.items() if k != "num_threads")))
+        k = self.cache.get(mem_key)
+        if k is not None and cache.deps_hold(k.deps):
+            return k, True
+        from .compile import build
+        k = build(self, spec, options)
+        self.cache[mem_key] = k
+        return k, False
+
+    # ------------------------------------------------------------ launch
+    def run(self, *args, grid, _compiled=None, **kwargs):
+        bound, options = self.bind(args, kwargs)
+        spec = self.specialize(bound)
+        if _compiled is not None:
+            for p in _compiled.runtime_params:
+                if spec[p] != _compiled.spec[p]:
+                    raise LaunchError(f"argument '{p}': the kernel was compiled for "
+                                      f"{_compiled.spec[p]}, got {spec[p]}")
+            k = _compiled
+        else:
+            k = self._get(spec, options)[0]
+        g = grid(dict(bound)) if callable(grid) else grid
+        g = _check_grid(g)
+        k.launch(g, bound, options.get("num_threads"))
+        return k
+
+
+def _check_grid(g) -> tuple:
+    if isinstance(g, int):
+        g = (g,)
+    if not isinstance(g, (tuple, list)) or not 1 <= len(g) <= 3:
+        raise LaunchError(f"grid must be a tuple of 1 to 3 positive integers, got {g!r}")
+    out = []
+    for i, x in enumerate(g):
+        x = getattr(x, "value", x)
+        if not isinstance(x, int) or isinstance(x, bool):
+            try:
+                x = int(x)
+            except (TypeError, ValueError):
+                raise LaunchError(f"grid[{i}] must be an integer, got {x!r}") from None
+        if x <= 0:
+            raise LaunchError(f"grid[{i}] must be positive, got {x}")
+        out.append(x)
+    return tuple(out) + (1,) * (3 - len(out))
+
+
+def _freeze(v):
+    if isinstance(v, list):
+        return tuple(_freeze(x) for x in v)
+    return v
+
+
+def jit(fn=None, **options):
+    """Decorator: ``@mutile.jit`` or ``@mutile.jit(do_not_specialize=...)``."""
+    if fn is None:
+        return lambda f: JITFunction(f, **options)
+    return JITFunction(fn, **options)
+
+
+class Config:
+    """A set of meta-parameters and options for one launch (Triton's ``Config``)."""
+
+    def __init__(self, kwargs, num_warps=4, num_stages=3, num_ctas=1, maxnreg=None,
+                 pre_hook=None):
+        self.kwargs = dict(kwargs)
+        self.num_warps, self.num_stages, self.num_ctas = num_warps, num_stages, num_ctas
+        self.maxnreg, self.pre_hook = maxnreg, pre_hook
+
+    def all_kwargs(self) -> dict:
+        return {**self.kwargs, "num_warps": self.num_warps, "num_stages": self.num_stages}
+
+    def __repr__(self):
+        kw = ", ".join(f"{k}: {v}" for k, v in self.kwargs.items())
+        return f"Config({kw}, num_warps: {self.num_warps}, num_stages: {self.num_stages})"
+
+
+__all__ = ["JITFunction", "CompiledKernel", "Config", "jit", "time"]

@@ -1,0 +1,123 @@
+"""From launch arguments to a specialization: IR types of runtime arguments, the host
+arrays behind pointers, and Triton-style signature strings (``"*fp16,i32"``)."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import LaunchError
+from ..ir import types as T
+
+_SIG_NAMES = {"fp8e4nv": T.f8e4m3, "fp8e4": T.f8e4m3, "fp8e5": T.f8e5m2, "fp16": T.f16,
+              "bf16": T.bf16, "fp32": T.f32, "fp64": T.f64, "i1": T.i1, "i8": T.i8,
+              "i16": T.i16, "i32": T.i32, "i64": T.i64, "u8": T.u8, "u16": T.u16, "u32": T.u32,
+              "u64": T.u64, "f16": T.f16, "f32": T.f32, "f64": T.f64}
+
+
+def parse_signature_type(s: str) -> T.Type:
+    """``"*fp16"`` -> ptr<f16>, ``"i32"`` -> i32 (Triton's signature spelling)."""
+    s = s.strip()
+    if s.startswith("*"):
+        return T.PointerType(parse_signature_type(s[1:]))
+    if s in _SIG_NAMES:
+        return _SIG_NAMES[s]
+    if s in T.SCALARS:
+        return T.SCALARS[s]
+    raise LaunchError(f"unknown type '{s}' in signature (use e.g. *fp16, *fp32, i32, i64, fp32)")
+
+
+def as_array(value):
+    """The numpy view of an array-like argument, or None if it is not array-like."""
+    if isinstance(value, np.ndarray):
+        return value
+    if hasattr(value, "__array_interface__"):
+        return np.asarray(value)
+    if hasattr(value, "__dlpack__"):
+        return np.from_dlpack(value)
+    return None
+
+
+def runtime_type(name: str, value) -> T.Type:
+    """The IR type a runtime argument is specialized as."""
+    if isinstance(value, T.Type):           # warmup with a type instead of a value
+        return value
+    arr = as_array(value)
+    if arr is not None:
+        st = T.scalar_from_numpy(arr.dtype)
+        if st is None:
+            raise LaunchError(f"argument '{name}': arrays of dtype {arr.dtype} are not supported")
+        return T.PointerType(st)
+    if isinstance(value, (bool, np.bool_)):
+        return T.i1
+    if isinstance(value, (int, np.integer)):
+        v = int(value)
+        if -2**31 <= v < 2**31:
+            return T.i32
+        if -2**63 <= v < 2**63:
+            return T.i64
+        if 0 <= v < 2**64:
+            return T.u64
+        raise LaunchError(f"argument '{name}': integer {v} does not fit in 64 bits")
+    if isinstance(value, (float, np.floating)):
+        return T.f32
+    if value is None:
+        raise LaunchError(f"argument '{name}' is None; pass an array or a number")
+    raise LaunchError(f"argument '{name}': cannot pass a {type(value).__name__} to a kernel "
+                      "(pass numpy arrays, numbers, or mark the parameter ml.constexpr)")
+
+
+def stored_params(module) -> set:
+    """Indices of the kernel's pointer arguments that some ``store`` may write through.
+
+    Pointers are traced back through addptr/splat/broadcast/reshape/select/hint and
+    loop or branch results; a store whose pointer cannot be traced marks every pointer
+    argument (nothing read-only may then be passed).
+    """
+    f = module.entry
+    arg_index = {id(a): i for i, a in enumerate(f.args)}
+    out: set = set()
+
+    def sources(v, seen):
+        if id(v) in seen:
+            return set()
+        seen.add(id(v))
+        if id(v) in arg_index:
+            return {arg_index[id(v)]}
+        owner = v.owner
+        if hasattr(owner, "opdef"):
+            name = owner.name
+            if name in ("addptr", "splat", "broadcast", "reshape", "expand_dims", "permute", "hint",
+                        "bitcast"):
+                return sources(owner.operands[0], seen)
+            if name == "select":
+                return sources(owner.operands[1], seen) | sources(owner.operands[2], seen)
+            if name == "make_desc":
+                return sources(owner.operands[0], seen)
+            if name in ("for", "while", "if"):
+                res = set()
+                first = 3 if name == "for" else 0
+                if name != "if":
+                    res |= sources(owner.operands[first + v.index], seen)
+                for r in owner.regions:
+                    if r.ops and r.ops[-1].name == "yield" and len(r.ops[-1].operands) > v.index:
+                        res |= sources(r.ops[-1].operands[v.index], seen)
+                return res
+            return None_all
+        block = owner
+        op = block.parent
+        if op is not None and op.name == "for" and v.index > 0:
+            res = sources(op.operands[3 + v.index - 1], seen)
+            y = block.ops[-1] if block.ops else None
+            if y is not None and y.name == "yield":
+                res |= sources(y.operands[v.index - 1], seen)
+            return res
+        if op is not None and op.name == "while":
+            return sources(op.operands[v.index], seen)
+        return None_all
+
+    None_all = set(range(len(f.args)))
+    for op in f.walk():
+        if op.name == "store":
+            out |= sources(op.operands[0], set())
+        elif op.name == "desc_store":
+            out |= sources(op.operands[0], set())
+    return {i for i in out if f.args[i].type.is_ptr()}
