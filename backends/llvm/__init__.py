@@ -1,1 +1,119 @@
-"""LLVM (llvmlite) CPU backend for mutile."""
+"""LLVM (llvmlite) CPU backend for mutile: the tile IR JIT-compiled to native code.
+
+    kernel = compile(module, {"check_bounds": True})
+    kernel.run([x, y, n], grid=(64,))         # numpy arrays for pointer parameters
+    print(kernel.asm["llir"]); print(kernel.asm["asm"])
+
+``compile(module, options)`` takes a verified :class:`mutile.ir.Module` whose kernel
+has had its calls inlined, and returns an :class:`LLVMKernel`. Options:
+
+* ``check_bounds`` (bool, default False): check every global access against the
+  arrays passed to the launch; a miss raises :class:`mutile.errors.DeviceFault`
+  naming the op's Python line, the parameter, the element index and the length;
+* ``num_threads`` (int, default ``os.cpu_count()``): default threads per launch;
+* ``opt_level`` (0-3, default 3).
+
+How the IR maps to machine code is described in :mod:`.lower` (ABI) and the
+``lower_*`` modules (one per op family).
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from mutile.errors import CompilationError
+
+from .engine import Engine, host_cpu
+from .launch import launch, programs_function
+
+__all__ = ["compile", "serialize", "deserialize", "LLVMKernel"]
+
+
+class LLVMKernel:
+    """A compiled kernel: ``.run(args, grid)``, ``.asm`` texts and ``.metadata``."""
+
+    def __init__(self, lowered, engine: Engine, options: dict, unoptimized: str):
+        self.lowered_info = {k: getattr(lowered, k) for k in
+                             ("entry", "param_names", "param_types", "checks", "frame_bytes")}
+        self.name = lowered.entry[: -len("_programs")]
+        self.engine = engine                    # keeps the machine code alive
+        self.param_names = lowered.param_names
+        self.param_types = lowered.param_types
+        self.checks = lowered.checks
+        self.frame_bytes = lowered.frame_bytes
+        self.options = options
+        self.programs = programs_function(engine.address(lowered.entry))
+        self.prints = "@printf" in unoptimized or "@\"printf\"" in unoptimized
+        self.asm = _Texts(engine, unoptimized)
+        self.metadata = {
+            "name": self.name, "entry": lowered.entry, "params": list(self.param_names),
+            "check_bounds": bool(options.get("check_bounds", False)),
+            "frame_bytes": self.frame_bytes, "num_checks": len(self.checks),
+            "cpu": host_cpu()[0],
+        }
+
+    def run(self, args, grid, arg_ranges=None, num_threads=None) -> None:
+        """Launch over ``grid`` (1-3 sizes); see :func:`launch.launch` for ``args``.
+
+        ``arg_ranges``: optional ``(lo, hi, ...)`` byte range per parameter (None for
+        scalars), defaulting to the extent of each array argument."""
+        launch(self, list(args), grid, num_threads or self.options.get("num_threads"),
+               arg_ranges)
+
+    launch = run
+
+    def __repr__(self) -> str:
+        return f"<LLVMKernel {self.name} ({', '.join(self.param_names)})>"
+
+
+class _Texts(Mapping):
+    """``{"llir", "asm", "llir_unoptimized"}``; the assembly is emitted when first read."""
+
+    def __init__(self, engine, unoptimized):
+        self._engine, self._unopt = engine, unoptimized
+
+    def __getitem__(self, key):
+        if key == "llir":
+            return self._engine.llir
+        if key == "asm":
+            return self._engine.asm
+        if key == "llir_unoptimized":
+            return self._unopt
+        raise KeyError(key)
+
+    def __iter__(self):
+        return iter(("llir", "asm", "llir_unoptimized"))
+
+    def __len__(self):
+        return 3
+
+
+def compile(module, options: dict | None = None) -> LLVMKernel:
+    """Compile ``module``'s kernel for the host CPU (see the module docstring)."""
+    from .lower import lower_kernel
+    options = dict(options or {})
+    func = module.entry
+    if any(op.name == "call" for op in func.walk()):
+        raise CompilationError("llvm backend: inline calls before compiling", func.loc)
+    lowered = lower_kernel(module, options)
+    text = str(lowered.llvm_module)
+    engine = Engine(text, opt=int(options.get("opt_level", 3)))
+    return LLVMKernel(lowered, engine, options, text)
+
+
+def serialize(kernel: LLVMKernel) -> bytes:
+    """Bytes from which :func:`deserialize` rebuilds ``kernel`` without lowering or
+    optimizing again (the optimized LLVM IR plus the launch facts)."""
+    import pickle
+    return pickle.dumps({"version": 1, "info": kernel.lowered_info, "options": kernel.options,
+                         "llir": kernel.asm["llir"], "unoptimized": kernel.asm["llir_unoptimized"]})
+
+
+def deserialize(data: bytes) -> LLVMKernel:
+    """The kernel saved by :func:`serialize` (its optimized IR is compiled to machine code)."""
+    import pickle
+    from types import SimpleNamespace
+    d = pickle.loads(data)
+    if d.get("version") != 1:
+        raise ValueError("unknown serialized llvm kernel version")
+    engine = Engine(d["llir"], optimize=False)
+    return LLVMKernel(SimpleNamespace(**d["info"]), engine, d["options"], d["unoptimized"])

@@ -100,8 +100,13 @@ def as_fp(arr):
     return arr.ctypes.data_as(ctypes.POINTER(ctypes.c_float))
 
 
-def measure(M, N, K, min_time=0.5, **kw):
-    """Return the best-of-5 GFLOP/s of the kernel for one shape (single thread)."""
+def measure(M, N, K, run_time=0.05, runs=15, warmup=0.3, **kw):
+    """Return the best GFLOP/s over ``runs`` timed calls (single thread).
+
+    Each call repeats the kernel inside the JIT function for ~``run_time``
+    seconds on the same cache-resident tiles; ``warmup`` seconds of calls
+    first let the (virtualised) core reach its steady clock.
+    """
     jit, fn = build_mm(M, N, K, repeat=True, **kw)
     rng = np.random.default_rng(0)
     A = aligned_f32((M, K))
@@ -111,15 +116,17 @@ def measure(M, N, K, min_time=0.5, **kw):
     B[:] = rng.standard_normal((K, N)) * 1e-3
     pa, pb, pc = as_fp(A), as_fp(B), as_fp(C)
     reps = 1
+    t_start = time.perf_counter()
     while True:
         t0 = time.perf_counter()
         fn(pa, pb, pc, reps)
         dt = time.perf_counter() - t0
-        if dt > min_time / 5:
+        if dt < run_time:
+            reps *= 2
+        elif time.perf_counter() - t_start > warmup:
             break
-        reps *= 2
     best = dt
-    for _ in range(4):
+    for _ in range(runs):
         t0 = time.perf_counter()
         fn(pa, pb, pc, reps)
         best = min(best, time.perf_counter() - t0)
@@ -127,44 +134,91 @@ def measure(M, N, K, min_time=0.5, **kw):
     return 2.0 * M * N * K * reps / best / 1e9
 
 
-def inner_loop_report(M, N, K, **kw):
-    """Return (#vfmadd, #spill-like stack accesses) in the hottest k loop of the asm."""
+def fma_loop_report(M, N, K, **kw):
+    """Return ``(fmas, stack_refs, vregs)`` summed over asm blocks that contain FMAs.
+
+    ``stack_refs`` counts ``(%rsp)``/``(%rbp)`` operands (spills/reloads) in
+    those blocks, ``vregs`` the distinct ymm/zmm registers they use.
+    """
     jit, _ = build_mm(M, N, K, **kw)
-    lines = jit.asm().splitlines()
-    loops, cur = [], None
-    for ln in lines:
-        s = ln.strip()
+    blocks, cur = [], None
+    for line in jit.asm().splitlines():
+        s = line.strip()
         if s.startswith(".LBB") and s.endswith(":"):
             cur = []
-            loops.append(cur)
+            blocks.append(cur)
         elif cur is not None:
             cur.append(s)
-    best = max(loops, key=lambda blk: sum("vfmadd" in x for x in blk))
-    fmas = sum("vfmadd" in x for x in best)
-    spills = sum(("(%rsp)" in x or "(%rbp)" in x) for x in best)
-    return fmas, spills, best
+    hot = [ln for blk in blocks if any("vfmadd" in x for x in blk) for ln in blk]
+    fmas = sum("vfmadd" in x for x in hot)
+    spills = sum(("(%rsp)" in x or "(%rbp)" in x) for x in hot)
+    vregs = {tok.strip(",") for x in hot for tok in x.split()
+             if tok.startswith(("%ymm", "%zmm"))}
+    return fmas, spills, len(vregs)
+
+
+def numpy_gflops(M, N, K, run_time=0.02, runs=15):
+    """Return numpy's best GFLOP/s for an (M,K)@(K,N) float32 matmul."""
+    A = np.ones((M, K), np.float32)
+    B = np.ones((K, N), np.float32)
+    best = 0.0
+    for _ in range(runs):
+        t0, n = time.perf_counter(), 0
+        while time.perf_counter() - t0 < run_time:
+            A @ B
+            n += 1
+        best = max(best, 2.0 * M * N * K * n / (time.perf_counter() - t0) / 1e9)
+    return best
+
+
+def peak_fma_gflops(n_acc=12, iters=20_000_000, runs=7):
+    """Return the best GFLOP/s of a register-only loop of independent vector fmas (host peak)."""
+    w, _ = dot.host_simd()
+    vty = ir.VectorType(cgutils.F32, w)
+    module = ir.Module(name="peak")
+    fn = ir.Function(module, ir.FunctionType(cgutils.F32, [cgutils.I64]), name="peak")
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    accs = [cgutils.const(vty, float(i)) for i in range(n_acc)]
+    x, y = cgutils.const(vty, 1.0000001), cgutils.const(vty, 0.9999999)
+    slots = [cgutils.entry_alloca(b, vty) for _ in range(n_acc)]
+    for slot, v in zip(slots, accs):
+        b.store(v, slot)
+    with cgutils.for_range(b, 0, fn.args[0], 1, "it"):
+        for slot in slots:
+            b.store(cgutils.fma(b, x, y, b.load(slot)), slot)
+    total = b.load(slots[0])
+    for slot in slots[1:]:
+        total = b.fadd(total, b.load(slot))
+    b.ret(b.extract_element(total, cgutils.const(cgutils.I32, 0)))
+    jit = JitModule(module)
+    f = ctypes.CFUNCTYPE(ctypes.c_float, ctypes.c_int64)(jit.address("peak"))
+    best = 0.0
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        f(iters)
+        best = max(best, 2.0 * w * n_acc * iters / (time.perf_counter() - t0) / 1e9)
+    del jit
+    return best
 
 
 SHAPES = [(64, 64, 64), (128, 128, 32), (128, 64, 64), (256, 256, 64), (16, 16, 16)]
 
 
 def bench(shapes=SHAPES):
-    """Print kernel GFLOP/s for each (M, N, K) and the numpy matmul figure for reference."""
+    """Print kernel GFLOP/s per (M, N, K), FMA-loop asm stats and numpy's figure.
+
+    Figures are best-of-15 (other processes share the cores).  For a
+    single-thread numpy comparison run with OPENBLAS_NUM_THREADS=1.
+    """
     w, r = dot.host_simd()
-    print("host SIMD: %d f32 lanes, %d vector registers" % (w, r))
+    print("host SIMD: %d f32 lanes, %d vector registers; register-only fma peak %.1f GFLOP/s"
+          % (w, r, peak_fma_gflops()))
     for M, N, K in shapes:
         gf = measure(M, N, K)
-        fmas, spills, _ = inner_loop_report(M, N, K)
-        A = np.ones((M, K), np.float32)
-        B = np.ones((K, N), np.float32)
-        t0 = time.perf_counter()
-        n = 0
-        while time.perf_counter() - t0 < 0.3:
-            A @ B
-            n += 1
-        npgf = 2.0 * M * N * K * n / (time.perf_counter() - t0) / 1e9
-        print("%4dx%4dx%4d: %6.1f GFLOP/s   (inner block: %d vfmadd, %d stack refs;"
-              " numpy same shape %5.1f GFLOP/s)" % (M, N, K, gf, fmas, spills, npgf))
+        fmas, spills, vregs = fma_loop_report(M, N, K)
+        print("%4dx%4dx%4d: %6.1f GFLOP/s  (fma loops: %d vfmadd, %d vregs, %d stack refs;"
+              " numpy %5.1f GFLOP/s)" % (M, N, K, gf, fmas, vregs, spills,
+                                         numpy_gflops(M, N, K)))
 
 
 if __name__ == "__main__":

@@ -17,7 +17,7 @@ PTR = ir.PointerType()  # opaque pointer
 
 
 def const(ty, value):
-    """Emit a constant of type ``ty``; a scalar ``value`` is splatted for vector types."""
+    """Return the constant ``ty value`` (no instruction); a scalar splats across vector types."""
     if isinstance(ty, ir.VectorType) and not isinstance(value, (list, tuple)):
         return ir.Constant(ty, [value] * ty.count)
     return ir.Constant(ty, value)
@@ -45,6 +45,19 @@ def gep_flat(b, ptr, idx, elem_ty=None, name=""):
                  source_etype=elem_ty)
 
 
+def opaque_ptr(b, ptr, name=""):
+    """Return ``ptr`` if already opaque, else emit ``bitcast ptr %p to ptr`` typed as opaque.
+
+    llvmlite treats typed and opaque pointers as equal, so ``b.bitcast``
+    would be a no-op; stores of arbitrary types need the opaque view.
+    """
+    if ptr.type.is_opaque:
+        return ptr
+    cast = ir.instructions.CastInstr(b.block, "bitcast", ptr, PTR, name)
+    b._insert(cast)
+    return cast
+
+
 def entry_alloca(b, ty, count=None, name="", align=64):
     """Emit ``alloca ty, count, align`` at the start of the function's entry block.
 
@@ -59,7 +72,7 @@ def entry_alloca(b, ty, count=None, name="", align=64):
     eb = ir.IRBuilder(entry)
     eb.position_at_start(entry)
     slot = eb.alloca(ty, name=name,
-                       size=None if count is None else ir.Constant(I64, count))
+                     size=None if count is None else ir.Constant(I64, count))
     slot.align = align
     # The alloca went in before the caller's insertion point if both are in
     # the entry block: keep the caller's builder pointing at the same spot.
@@ -74,14 +87,16 @@ def for_range(b, start, stop, step=1, name="i"):
 
     IR shape: ``br header``; header: ``phi``, ``icmp slt/sgt``, ``cbranch
     body/end``; body (the ``with`` block); latch: ``add nsw``, ``br header``.
-    The index type follows ``start`` when it is an IR integer (i32 or i64);
-    Python ints become i64 constants.  A Python-int ``step`` may be negative
-    (the comparison becomes ``>``); an IR-value ``step`` must be positive.
+    The index type follows ``start`` when it is an IR integer (i32 or i64),
+    else the first IR value among ``stop``/``step``; Python ints become
+    constants of that type (i64 if all three are Python ints).  A
+    Python-int ``step`` may be negative (the comparison becomes ``>``); an
+    IR-value ``step`` must be positive.
     On exit the builder is positioned in the block after the loop.
     """
     if isinstance(step, int) and step == 0:
         raise ValueError("for_range step must be non-zero")
-    ty = start.type if isinstance(start, ir.Value) else I64
+    ty = next((v.type for v in (start, stop, step) if isinstance(v, ir.Value)), I64)
     if not isinstance(ty, ir.IntType):
         raise TypeError("for_range start must be an integer, got %s" % ty)
     start_v, stop_v, step_v = (as_value(ty, v) for v in (start, stop, step))
@@ -152,6 +167,9 @@ def declare_intrinsic(module, name, ret_ty, arg_tys):
 def fma(b, x, y, z, name=""):
     """Emit ``call @llvm.fma.<ty>(x, y, z)`` for float scalars/vectors (one rounding)."""
     ty = x.type
+    if y.type != ty or z.type != ty:
+        raise TypeError("fma operands must share one type, got %s, %s, %s"
+                        % (ty, y.type, z.type))
     fn = declare_intrinsic(b.module, "llvm.fma." + _intrinsic_suffix(ty), ty,
                            [ty, ty, ty])
     return b.call(fn, [x, y, z], name=name)

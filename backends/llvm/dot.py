@@ -19,16 +19,20 @@ narrower vectors / scalars) -> row blocks of MR rows (an LLVM loop plus one
 static remainder block) -> a bottom-tested k loop whose MR x nvec vector
 accumulators are loop-carried phis.  Per k it loads ``B[k, j0:j0+NR]`` as
 vectors, broadcasts ``A[i0+r, k]`` and issues MR * nvec ``llvm.fma`` calls.
-A is read in place (no packing): with MR row streams of stride K the
-broadcast loads hit L1 and packing measured no faster (see bench_dot.py).
+A is read in place: the MR row streams (stride K) stay in L1.  Packing an
+MR x K panel of A (k-major, rows-outer loop order) measured 5-10% slower on
+AVX2 (the copy is not amortised over N/NR panels), so it is not done.
 
 W and the register budget come from the host CPU (AVX-512: 16 lanes x 32
-registers, AVX/AVX2: 8 x 16, otherwise SSE 4 x 16) unless given explicitly.
+registers -> 12 x 32 block, 24 zmm accumulators; AVX/AVX2: 8 x 16 -> 6 x 16
+block, 12 ymm accumulators; otherwise SSE 4 x 16) unless given explicitly.
 """
 
 import contextlib
 import functools
+import operator
 
+from llvmlite import binding as llvm
 from llvmlite import ir
 
 from . import cgutils
@@ -43,8 +47,6 @@ TF32_DROPPED_BITS = 13  # f32 has 23 explicit mantissa bits, tf32 keeps 10
 @functools.lru_cache(maxsize=None)
 def host_simd():
     """Return ``(vector_width_in_f32_lanes, vector_register_count)`` for the host (no IR)."""
-    from llvmlite import binding as llvm
-
     feats = llvm.get_host_cpu_features()
     if feats.get("avx512f"):
         return 16, 32
@@ -63,6 +65,8 @@ def plan_blocking(M, N, vec_width, num_regs, nvec=2, max_rows=None):
     """
     if M <= 0 or N <= 0:
         raise ValueError("plan_blocking needs positive M, N")
+    if vec_width < 1 or nvec < 1 or num_regs < 3:
+        raise ValueError("plan_blocking needs vec_width, nvec >= 1 and num_regs >= 3")
     nr = nvec * vec_width
     panels = []
     n_full = N // nr
@@ -78,12 +82,13 @@ def plan_blocking(M, N, vec_width, num_regs, nvec=2, max_rows=None):
             chunks.append((off, width))
             off += width
             rem -= width
-        panels.append((n_full * nr, 1, tuple(chunks), _rows_for(len(chunks), num_regs, M, max_rows)))
+        mr = _rows_for(len(chunks), num_regs, M, max_rows)
+        panels.append((n_full * nr, 1, tuple(chunks), mr))
     return panels
 
 
 def _rows_for(n_chunks, num_regs, M, max_rows=None):
-    """Return MR so MR*n_chunks accumulators + B vectors + one broadcast fit in registers (no IR)."""
+    """Return MR so MR*n_chunks accumulators + B vectors + a broadcast fit in registers (no IR)."""
     if max_rows is None:
         max_rows = 12 if num_regs >= 32 else 6
     mr = (num_regs - n_chunks - 1) // n_chunks
@@ -97,26 +102,29 @@ def emit_dot_f32(b, a_ptr, b_ptr, c_ptr, M, N, K, vec_width=None, num_regs=None,
     ``a_ptr``/``b_ptr``/``c_ptr`` point at contiguous row-major f32 tiles
     (MxK, KxN, MxN); typed ``float*`` or opaque pointers are accepted.
     M, N, K are positive Python ints.  ``vec_width``/``num_regs`` override
-    the host-derived SIMD shape (lanes per vector, vector registers).
+    the host-derived SIMD shape (lanes per vector, vector registers);
+    ``nvec`` (vectors per full panel row, NR = nvec * vec_width) and
+    ``max_rows`` (cap on MR; default 6 with 16 registers, 12 with 32) are
+    tuning knobs.  The result bits never depend on any of these knobs.
     The builder is left positioned after the emitted code.
     """
-    for dim_name, dim in (("M", M), ("N", N), ("K", K)):
-        if not isinstance(dim, int) or dim <= 0:
-            raise ValueError("emit_dot_f32: %s must be a positive int, got %r" % (dim_name, dim))
+    M, N, K = (operator.index(d) for d in (M, N, K))  # TypeError for non-integers
+    if min(M, N, K) <= 0:
+        raise ValueError("emit_dot_f32: M, N, K must be positive, got %r" % ((M, N, K),))
     host_w, host_r = host_simd()
     vec_width = vec_width or host_w
     num_regs = num_regs or host_r
-    ptrs = [b.bitcast(p, cgutils.PTR) if not p.type.is_opaque else p
-            for p in (a_ptr, b_ptr, c_ptr)]
+    ptrs = [cgutils.opaque_ptr(b, p) for p in (a_ptr, b_ptr, c_ptr)]
     kern = _Kernel(b, *ptrs, M, N, K)
-    for j_start, n_panels, chunks, mr in plan_blocking(M, N, vec_width, num_regs, nvec, max_rows):
+    for j_start, n_panels, chunks, mr in plan_blocking(M, N, vec_width, num_regs,
+                                                       nvec, max_rows):
         nr = chunks[-1][0] + chunks[-1][1]
         with _blocks(b, j_start, n_panels, nr, "dot.j") as j0:
             n_rows_full = M // mr
             with _blocks(b, 0, n_rows_full, mr, "dot.i") as i0:
                 kern.block(i0, j0, mr, chunks)
             if M % mr:
-                kern.block(ir.Constant(I64, n_rows_full * mr), j0, M % mr, chunks)
+                kern.block(_i64(n_rows_full * mr), j0, M % mr, chunks)
 
 
 class _Kernel:
@@ -189,7 +197,7 @@ def _i64(v):
 
 @contextlib.contextmanager
 def _blocks(b, start, count, step, name):
-    """Yield i64 block starts ``start + t*step`` for t < count: a constant if count == 1, else a for_range loop."""
+    """Yield i64 starts ``start + t*step`` for t < count (constant if count is 1, else a loop)."""
     if count < 1:
         raise ValueError("_blocks needs count >= 1")
     if count == 1:
@@ -232,14 +240,14 @@ def emit_round_tf32(b, x):
 
 
 def emit_round_tf32_inplace(b, ptr, count):
-    """Emit a loop rounding ``count`` contiguous f32 at ``ptr`` to tf32 in place (see emit_round_tf32).
+    """Emit a loop rounding ``count`` contiguous f32 at ``ptr`` to tf32 in place (emit_round_tf32).
 
     ``count`` is a positive Python int; the loop uses <8 x float> vectors
     plus a scalar tail.
     """
     if not isinstance(count, int) or count <= 0:
         raise ValueError("emit_round_tf32_inplace: count must be a positive int")
-    base = b.bitcast(ptr, cgutils.PTR) if not ptr.type.is_opaque else ptr
+    base = cgutils.opaque_ptr(b, ptr)
     width = 8
     n_vec = count // width
     if n_vec:

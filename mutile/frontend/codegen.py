@@ -67,10 +67,11 @@ def unwrap(v):
 
 
 class ReturnSignal:
-    """Marks that the statements of a block ended in ``return``."""
+    """Marks that the statements of a block ended in ``return`` (``node``: that
+    ``return`` statement, where errors about the returned values point)."""
 
-    def __init__(self, values):
-        self.values = values
+    def __init__(self, values, node=None):
+        self.values, self.node = values, node
 
 
 class CodeGenerator(ControlFlowMixin, ast.NodeVisitor):
@@ -113,7 +114,7 @@ class CodeGenerator(ControlFlowMixin, ast.NodeVisitor):
         self.visit_stmts(self.src.tree.body)
         rets = self.returned.values if self.returned else []
         if self.is_kernel and rets:
-            self.fail(self.src.tree, "a kernel cannot return a value")
+            self.fail(self.returned.node or self.src.tree, "a kernel cannot return a value")
         handles = [S.to_tensor(v, self.builder).handle for v in rets]
         self.func.result_types = [h.type for h in handles]
         self.builder.create("return", handles, loc=self.src.loc(self.src.tree))
@@ -188,7 +189,7 @@ class CodeGenerator(ControlFlowMixin, ast.NodeVisitor):
         else:
             v = self.visit(node.value)
             values = list(unwrap(v)) if isinstance(unwrap(v), tuple) else [v]
-        self.returned = ReturnSignal(values)
+        self.returned = ReturnSignal(values, node)
 
     def visit_Assert(self, node):
         cond = self.visit(node.test)

@@ -63,7 +63,7 @@ class ControlFlowMixin:
         if not isinstance(v, tensor):
             return S.constant(self.builder, v, t)
         if v.type != t:
-            self.fail(node, f"'{name}' is {t} {where} but {v.type} elsewhere; make both the same "
+            self.fail(node, f"'{name}' is {v.type} {where} but {t} elsewhere; make both the same "
                             "type (e.g. with .to())")
         return v
 
@@ -134,7 +134,8 @@ class ControlFlowMixin:
                 for v, t in zip(vs, types)])
             self.in_block(block, lambda h=hs: self.builder.create("yield", h))
         op = self.builder.create("if", [cond.handle], types, regions=[branches[0][0], branches[1][0]])
-        self.returned = type(branches[0][2] or branches[1][2])([tensor(r) for r in op.results])
+        first = branches[0][2] or branches[1][2]
+        self.returned = type(first)([tensor(r) for r in op.results], first.node)
 
     def scalar_condition(self, cond, node):
         cond = _unwrap(cond)
@@ -241,7 +242,7 @@ class ControlFlowMixin:
             self.scope[n] = tensor(a)
         self.in_block(region, lambda: body(region, region.args[0]))
         outs = self.in_block(region, lambda: [
-            self.coerce(self.scope[n], t, n, node, "before the loop").handle
+            self.coerce(self.scope[n], t, n, node, "at the end of the loop body").handle
             for n, t in zip(names, types)])
         self.in_block(region, lambda: self.builder.create("yield", outs))
         self.scope = before
@@ -298,8 +299,9 @@ class ControlFlowMixin:
         for n, a in zip(names, tail.args):
             self.scope[n] = tensor(a)
         self.in_block(tail, lambda: body(tail))
-        outs = self.in_block(tail, lambda: [self.coerce(self.scope[n], t, n, node, "before the loop")
-                                            .handle for n, t in zip(names, types)])
+        outs = self.in_block(tail, lambda: [
+            self.coerce(self.scope[n], t, n, node, "at the end of the loop body").handle
+            for n, t in zip(names, types)])
         self.in_block(tail, lambda: self.builder.create("yield", outs))
         self.scope = before_scope
         op = self.builder.create("while", inits, types, regions=[head, tail])

@@ -1,6 +1,9 @@
 """Structural equality of modules: same functions, ops, attributes, types, locations
-and the same use of values (names are not compared)."""
+and the same use of values (names are not compared). Float attributes compare as
+values that print differently: ``-0.0`` differs from ``0.0``, every NaN equals NaN."""
 from __future__ import annotations
+
+import math
 
 from .core import Block, Module, Op
 
@@ -14,8 +17,10 @@ def _blocks_equal(a: Block, b: Block, vmap: dict) -> bool:
 
 
 def _attr_eq(x, y) -> bool:
-    if isinstance(x, float) and isinstance(y, float) and x != x and y != y:
-        return True
+    if isinstance(x, float) and isinstance(y, float):
+        if x != x or y != y:
+            return x != x and y != y
+        return x == y and math.copysign(1.0, x) == math.copysign(1.0, y)  # -0.0 != 0.0
     if isinstance(x, (list, tuple)) and isinstance(y, (list, tuple)):
         return len(x) == len(y) and all(_attr_eq(p, q) for p, q in zip(x, y))
     return type(x) is type(y) and x == y

@@ -28,12 +28,25 @@ def format_attr(v) -> str:
             return "inf" if v > 0 else "-inf"
         return repr(v)
     if isinstance(v, str):
-        return '"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"'
+        return '"' + "".join(_escape(c) for c in v) + '"'
     if isinstance(v, Type):
         return str(v)
     if isinstance(v, (list, tuple)):
         return "[" + ", ".join(format_attr(x) for x in v) + "]"
     raise TypeError(f"attribute value {v!r} has no text form")
+
+
+_ESCAPES = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\t": "\\t", "\r": "\\r"}
+
+
+def _escape(c: str) -> str:
+    """``c`` as it appears inside a string literal (read back with Python's rules)."""
+    if c in _ESCAPES:
+        return _ESCAPES[c]
+    if c.isprintable():
+        return c
+    n = ord(c)
+    return f"\\x{n:02x}" if n < 0x100 else f"\\u{n:04x}" if n < 0x10000 else f"\\U{n:08x}"
 
 
 class _Namer:
@@ -43,8 +56,12 @@ class _Namer:
         self.count = 0
 
     def define(self, v: Value) -> str:
-        base = v.hint if v.hint and v.hint.replace("_", "a").isalnum() else ""
-        if base and not base[0].isdigit() and base not in self.used:
+        # a hint is kept if it is a name the parser reads back as one (a parsed
+        # numbered value, hint "3", is renumbered like any unnamed value)
+        h = v.hint
+        ok = bool(h) and h.isascii() and h.replace("_", "a").isalnum() and not h[0].isdigit()
+        base = h if ok else ""
+        if base and base not in self.used:
             name = base
         elif base:
             n = 1

@@ -41,6 +41,9 @@ def verify_op(op: Op, module: Module | None = None) -> None:
             d.check(op)
     except OpRuleError as e:
         _fail(op, str(e))
+    except (TypeError, ValueError, AttributeError, KeyError, IndexError) as e:
+        # an attribute or operand of a kind the op's rule cannot even inspect
+        _fail(op, f"malformed op ({type(e).__name__}: {e})")
     if op.name == "call" and module is not None:
         callee = module.funcs.get(op.attrs["callee"])
         if callee is None:

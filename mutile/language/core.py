@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 
+from ..errors import CompilationError
 from ..ir import types as T
 from ..ir.core import Value
 
@@ -87,8 +88,8 @@ class tensor:
         raise TypeError("a tensor cannot be iterated over")
 
 
-class CalledOutsideJit(Exception):
-    pass
+class CalledOutsideJit(CompilationError):
+    """A DSL builtin was called from plain Python."""
 
 
 def builtin(fn):
@@ -99,7 +100,7 @@ def builtin(fn):
         if _builder is None:
             raise CalledOutsideJit(
                 f"mutile.language.{fn.__name__}() can only be called inside a @mutile.jit "
-                "function")
+                "function") from None
         return fn(*args, _builder=_builder, **kwargs)
 
     wrapper.__mutile_builtin__ = True

@@ -1,4 +1,4 @@
-"""The passes' shared rewriting utilities: value substitution, walks, cloning.
+"""The passes' shared rewriting utilities: value substitution, cloning, shrinking.
 
 The IR keeps no use lists, so passes replace values by *substitution*: a pass walks
 a function forward (program order, regions included), resolves every op's operands
@@ -8,9 +8,7 @@ one walk rewrites all uses.
 """
 from __future__ import annotations
 
-from typing import Iterator
-
-from ..ir.core import Block, Func, Module, Op, Value
+from ..ir.core import Block, Op, Value
 
 
 class Substitution:
@@ -38,45 +36,12 @@ class Substitution:
         op.operands = [self.resolve(v) for v in op.operands]
         return op
 
-    def apply_all(self, block: Block) -> None:
-        """Rewrite the operands of every op in ``block`` and its regions."""
-        for op in block.ops:
-            for inner in op.walk():
-                self.apply(inner)
-
 
 def set_ops(block: Block, ops) -> None:
     """Make ``ops`` the contents of ``block`` (re-parenting them)."""
     block.ops = list(ops)
     for op in block.ops:
         op.parent = block
-
-
-def parent_op(block: Block) -> Op | None:
-    """The op owning region ``block`` (None for a function body)."""
-    return block.parent
-
-
-def funcs(module: Module) -> Iterator[Func]:
-    yield from list(module.funcs.values())
-
-
-def blocks(block: Block) -> Iterator[Block]:
-    """``block`` and every region nested in it, outer before inner."""
-    yield block
-    for op in block.ops:
-        for r in op.regions:
-            yield from blocks(r)
-
-
-def defined_in(block: Block) -> set[Value]:
-    """Every value defined in ``block`` or its regions (arguments and results)."""
-    out: set[Value] = set()
-    for b in blocks(block):
-        out.update(b.args)
-        for op in b.ops:
-            out.update(op.results)
-    return out
 
 
 def clone_op(op: Op, vmap: dict) -> Op:

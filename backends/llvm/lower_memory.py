@@ -1,0 +1,288 @@
+"""Global memory: addptr, load, store, and the bounds checks of every access.
+
+A tile access takes one of two shapes:
+
+* rows: the pointer tile's address fact (:mod:`lower_sep`) says the last dim is
+  contiguous (``step 1``), so each chunk of a row is one vector load/store
+  (``llvm.masked.load/store`` under a mask); a runtime step is versioned on ``== 1``;
+* gather: any other pointer tile; each chunk's addresses feed
+  ``llvm.masked.gather/scatter``.
+
+Masked-off elements never touch memory. With ``check_bounds``, every active
+element's address is first checked against the array of the parameter it derives
+from (or against all pointer parameters when that is unknown); the first bad one
+records a fault (kind 1) and ends the program before the access happens.
+"""
+from __future__ import annotations
+
+from llvmlite import ir
+
+from mutile.ir.types import PointerType
+
+from .lower_context import CHUNK, I1, I32, I64, PTR, LowerContext, lowers
+from .lower_sep import last_dim_layout, ptr_sep_add, sep_of
+from .lower_tiles import Expr, Sep, SepVal, Uniform
+
+FAULT_BOUNDS, FAULT_ASSERT = 1, 2
+
+
+def _count(x):
+    return x.type.count if isinstance(x.type, ir.VectorType) else 1
+
+
+def _ones(w):
+    return ir.Constant(I1, 1) if w == 1 else ir.Constant(ir.VectorType(I1, w), [1] * w)
+
+
+# ---------------------------------------------------------------- addptr
+def _addptr_emit(es, signed):
+    def emit(ctx, xs):
+        p, off = xs
+        off = ctx.int_cast(off, I64, signed)
+        return ctx.b.add(p, ctx.b.mul(off, ctx.splat(ir.Constant(I64, es), _count(off))))
+    return emit
+
+
+@lowers("addptr")
+def lower_addptr(ctx: LowerContext, op) -> None:
+    """Scalars: ``p + off * size``. Tiles: a :class:`SepVal` when the structure is known."""
+    p, off = (ctx[v] for v in op.operands)
+    es = ctx.elem_size(op.result.type.scalar.element_ty)
+    signed = op.operands[1].type.scalar.is_int_signed()
+    emit = _addptr_emit(es, signed)
+    rt = op.result.type
+    if not rt.is_tile():
+        ctx.bind(op.result, emit(ctx, [p, off]))
+        return
+    sep = ptr_sep_add(ctx, p.sep, sep_of(ctx, off, signed), signed) if p.sep else None
+    if sep is not None:
+        ctx.bind(op.result, SepVal(sep, rt))
+        return
+    if isinstance(p, Uniform) and isinstance(off, Uniform):
+        ctx.bind(op.result, Uniform(emit(ctx, [p.value, off.value]), rt))
+        return
+    ctx.bind(op.result, ctx.settle(Expr(emit, [p, off], rt, light=True), op.result))
+
+
+def pointer_splat_sep(ctx, value, ttype) -> Sep:
+    """The fact of a splatted pointer: the same address everywhere."""
+    es = ctx.elem_size(ttype.element.element_ty)
+    return Sep(value, [None] * len(ttype.shape), I64, es)
+
+
+# ---------------------------------------------------------------- vector memory primitives
+def inttoptr(ctx, addr):
+    ty = ir.VectorType(PTR, addr.type.count) if isinstance(addr.type, ir.VectorType) else PTR
+    return ctx.b.inttoptr(addr, ty)
+
+
+def masked_load(ctx, addr, t, w, mask=None, other=None):
+    """Load ``w`` consecutive elements at scalar address ``addr`` where ``mask`` holds."""
+    b = ctx.b
+    st = ctx.storage_type(t)
+    es = ctx.elem_size(t)
+    ptr = inttoptr(ctx, addr)
+    vty = st if w == 1 else ir.VectorType(st, w)
+    if mask is None:
+        return ctx.from_storage(b.load(ptr, typ=vty, align=es), t)
+    other = ir.Constant(vty, ir.Undefined) if other is None else ctx.to_storage(other, t)
+    if w == 1:
+        return ctx.from_storage(_guarded_scalar_load(ctx, ptr, st, es, mask, other), t)
+    fn = ctx.intrinsic(f"llvm.masked.load.{ctx.suffix(vty)}.p0", vty,
+                       [PTR, I32, mask.type, vty])
+    return ctx.from_storage(b.call(fn, [ptr, ir.Constant(I32, es), mask, other]), t)
+
+
+def _guarded_scalar_load(ctx, ptr, st, es, mask, other):
+    b = ctx.b
+    before = b.block
+    with b.if_then(mask) as _:
+        v = b.load(ptr, typ=st, align=es)
+        loaded = b.block
+    phi = b.phi(st)
+    phi.add_incoming(v, loaded)
+    phi.add_incoming(other, before)
+    return phi
+
+
+def masked_store(ctx, addr, t, value, mask=None):
+    """Store the lanes of ``value`` at consecutive elements from ``addr`` where ``mask`` holds."""
+    b = ctx.b
+    es = ctx.elem_size(t)
+    ptr = inttoptr(ctx, addr)
+    v = ctx.to_storage(value, t)
+    if mask is None:
+        b.store(v, ptr, align=es)
+        return
+    if _count(v) == 1:
+        with b.if_then(mask):
+            b.store(v, ptr, align=es)
+        return
+    fn = ctx.intrinsic(f"llvm.masked.store.{ctx.suffix(v.type)}.p0", ir.VoidType(),
+                       [v.type, PTR, I32, mask.type])
+    b.call(fn, [v, ptr, ir.Constant(I32, es), mask])
+
+
+def scatter(ctx, addrs, t, value, mask=None):
+    """``llvm.masked.scatter`` (lanes in order: the last lane wins on equal addresses)."""
+    w = _count(addrs)
+    if w == 1:
+        masked_store(ctx, addrs, t, value, mask)
+        return
+    v = ctx.to_storage(value, t)
+    mask = _ones(w) if mask is None else mask
+    pty = ir.VectorType(PTR, w)
+    fn = ctx.intrinsic(f"llvm.masked.scatter.{ctx.suffix(v.type)}.v{w}p0", ir.VoidType(),
+                       [v.type, pty, I32, mask.type])
+    ctx.b.call(fn, [v, inttoptr(ctx, addrs), ir.Constant(I32, ctx.elem_size(t)), mask])
+
+
+def gather(ctx, addrs, t, mask=None, other=None):
+    if _count(addrs) == 1:
+        return masked_load(ctx, addrs, t, 1, mask, other)
+    return ctx.masked_gather(inttoptr(ctx, addrs), t, mask, other, ctx.elem_size(t))
+
+
+# ---------------------------------------------------------------- bounds checks
+def _in_range(ctx, addrs, es, origin):
+    """i1 (vector) ``lo <= addr && addr + es <= hi`` for the origin's array (or any array)."""
+    b = ctx.b
+    w = _count(addrs)
+    params = [origin] if origin is not None else [
+        k for k, a in enumerate(ctx.func.args) if isinstance(a.type, PointerType)]
+    ok = None
+    end = b.add(addrs, ctx.splat(ir.Constant(I64, es), w))
+    for k in params:
+        lo, hi = ctx.param_range(k)
+        inside = b.and_(b.icmp_unsigned(">=", addrs, ctx.splat(lo, w)),
+                        b.icmp_unsigned("<=", end, ctx.splat(hi, w)))
+        ok = inside if ok is None else b.or_(ok, inside)
+    if ok is None:                      # no array to be inside of
+        return ir.Constant(I1, 0) if w == 1 else ir.Constant(ir.VectorType(I1, w), [0] * w)
+    return ok
+
+
+def check_chunk(ctx, check: int, addrs, active, es: int, origin, f) -> None:
+    """Fault on the first active lane of ``addrs`` outside its array (element ``f + lane``)."""
+    b = ctx.b
+    w = _count(addrs)
+    ok = _in_range(ctx, addrs, es, origin)
+    bad = b.and_(active if active is not None else _ones(w), b.not_(ok))
+    if w == 1:
+        any_bad, lane, addr = bad, ir.Constant(I64, 0), addrs
+    else:
+        bits = b.bitcast(bad, ir.IntType(w))
+        any_bad = b.icmp_unsigned("!=", bits, ir.Constant(ir.IntType(w), 0))
+    with b.if_then(any_bad, likely=False):
+        if w > 1:
+            lane = b.zext(ctx.call_overloaded("cttz", [bits, ir.Constant(I1, 0)]), I64)
+            addr = b.extract_element(addrs, lane)
+        ctx.fault(FAULT_BOUNDS, check, addr, -1 if origin is None else origin,
+                  b.add(f, lane))
+    # the builder continues in the join block
+
+
+def check_tile(ctx, op, P, M, t) -> None:
+    """Check every active element of pointer tile ``P`` (mask ``M``) before an access."""
+    check = ctx.add_check(op, f"{op.name} of {t}")
+    origin = ctx.analysis.origin(op.operands[0])
+    w = ctx.chunk_width(P.type)
+    with ctx.for_chunks(P.type.numel, w, "chk") as f:
+        active = M.chunk(ctx, f, w) if M is not None else None
+        check_chunk(ctx, check, P.chunk(ctx, f, w), active, ctx.elem_size(t), origin, f)
+
+
+# ---------------------------------------------------------------- load / store
+def _rows(ctx, sep: Sep, ttype, body) -> None:
+    """Chunks along contiguous rows: ``body(f, addr_of_first_lane, w)``."""
+    n_last = ttype.shape[-1]
+    w = min(CHUNK, n_last)
+    with ctx.for_chunks(ttype.numel, w, "row") as f:
+        idx = ctx.unflatten(f, ttype.shape)
+        total = ctx.iadd(ctx.sep_row(sep, idx[:-1]), ctx.part_scalar(sep, sep.parts[-1], idx[-1]))
+        body(f, ctx.sep_finish(sep, total), w)
+
+
+def _gathered(ctx, P, ttype, body) -> None:
+    """Chunks of arbitrary addresses: ``body(f, addr_vector, w)``."""
+    w = ctx.chunk_width(ttype)
+    with ctx.for_chunks(ttype.numel, w, "gat") as f:
+        body(f, P.chunk(ctx, f, w), w)
+
+
+def _access(ctx, P, ttype, rows_body, gather_body) -> None:
+    """Emit the rows shape, the gather shape, or both versioned on a runtime step."""
+    layout, step = last_dim_layout(P.sep if isinstance(P, SepVal) else None)
+    if layout == "contiguous":
+        _rows(ctx, P.sep, ttype, rows_body)
+    elif layout == "runtime":
+        one = ir.Constant(step.type, 1)
+        with ctx.b.if_else(ctx.b.icmp_signed("==", step, one), likely=True) as (then, other):
+            with then:
+                _rows(ctx, P.sep, ttype, rows_body)
+            with other:
+                _gathered(ctx, P, ttype, gather_body)
+    else:
+        _gathered(ctx, P, ttype, gather_body)
+
+
+def _opt(ctx, op, i):
+    return ctx[op.operands[i]] if len(op.operands) > i else None
+
+
+@lowers("load")
+def lower_load(ctx: LowerContext, op) -> None:
+    """Read each pointer where the mask holds, else ``other`` (a new buffer)."""
+    P, M, O = ctx[op.operands[0]], _opt(ctx, op, 1), _opt(ctx, op, 2)
+    rt = op.result.type
+    t = rt.scalar
+    if not rt.is_tile():
+        if ctx.check_bounds:
+            check = ctx.add_check(op, f"load of {t}")
+            check_chunk(ctx, check, P, M, ctx.elem_size(t), ctx.analysis.origin(op.operands[0]),
+                        ir.Constant(I64, 0))
+        ctx.bind(op.result, masked_load(ctx, P, t, 1, M, O))
+        return
+    if ctx.check_bounds:
+        check_tile(ctx, op, P, M, t)
+    out = ctx.alloc(rt)
+
+    def rows_body(f, addr, w):
+        m = M.chunk(ctx, f, w) if M is not None else None
+        o = O.chunk(ctx, f, w) if (O is not None and m is not None) else None
+        ctx.store_elems(out.ptr, t, f, masked_load(ctx, addr, t, w, m, o))
+
+    def gather_body(f, addrs, w):
+        m = M.chunk(ctx, f, w) if M is not None else None
+        o = O.chunk(ctx, f, w) if (O is not None and m is not None) else None
+        ctx.store_elems(out.ptr, t, f, gather(ctx, addrs, t, m, o))
+
+    _access(ctx, P, rt, rows_body, gather_body)
+    ctx.bind(op.result, out)
+
+
+@lowers("store")
+def lower_store(ctx: LowerContext, op) -> None:
+    """Write each element where the mask holds."""
+    P, V, M = ctx[op.operands[0]], ctx[op.operands[1]], _opt(ctx, op, 2)
+    pt = op.operands[0].type
+    t = pt.scalar.element_ty
+    if not pt.is_tile():
+        if ctx.check_bounds:
+            check = ctx.add_check(op, f"store of {t}")
+            check_chunk(ctx, check, P, M, ctx.elem_size(t), ctx.analysis.origin(op.operands[0]),
+                        ir.Constant(I64, 0))
+        masked_store(ctx, P, t, V, M)
+        return
+    if ctx.check_bounds:
+        check_tile(ctx, op, P, M, t)
+
+    def rows_body(f, addr, w):
+        m = M.chunk(ctx, f, w) if M is not None else None
+        masked_store(ctx, addr, t, V.chunk(ctx, f, w), m)
+
+    def gather_body(f, addrs, w):
+        m = M.chunk(ctx, f, w) if M is not None else None
+        scatter(ctx, addrs, t, V.chunk(ctx, f, w), m)
+
+    _access(ctx, P, pt, rows_body, gather_body)
