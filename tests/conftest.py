@@ -11,7 +11,11 @@
 from __future__ import annotations
 
 import inspect
+import os
+import zlib
 
+import ml_dtypes
+import numpy as np
 import pytest
 
 from mutile import ir as mir
@@ -100,3 +104,86 @@ def marked(fn, tag: str = "LINE-MARK") -> Mark:
 @pytest.fixture
 def mark():
     return marked
+
+
+# ---------------------------------------------------------------- launching kernels
+# Every backend-dependent test takes the ``backend`` fixture and launches with
+# ``backend=backend``; a new backend is added to this list and every such test runs on it.
+BACKENDS = ["llvm"]
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request):
+    return request.param
+
+
+def poison(shape, dtype):
+    """A fresh output array of ``shape`` and ``dtype`` (numpy, ml_dtypes or an ``ml``
+    dtype) that no correct kernel result can be mistaken for: NaN for floats, the dtype's
+    maximum for integers (True for bool). Use it for every output before a launch so an
+    element the kernel fails to write cannot pass."""
+    if hasattr(dtype, "to_numpy"):
+        dtype = dtype.to_numpy()
+    dtype = np.dtype(dtype)
+    if dtype == np.bool_:
+        return np.ones(shape, dtype=bool)
+    if np.issubdtype(dtype, np.integer):
+        return np.full(shape, np.iinfo(dtype).max, dtype=dtype)
+    return np.full(shape, np.nan, dtype=dtype)
+
+
+@pytest.fixture
+def rng(request):
+    """A generator seeded from the test's id (xor ``MUTILE_TEST_SEED`` to vary the data
+    between runs): fresh data per test, reproducible from the failure message's seed."""
+    return np.random.default_rng(zlib.crc32(request.node.nodeid.encode())
+                                 ^ int(os.environ.get("MUTILE_TEST_SEED", "0")))
+
+
+def random_data(dtype, shape, rng, specials=True, scale=1.0):
+    """Random values of ``dtype`` (numpy / ml_dtypes) for op tests, never all zeros.
+
+    Integers: a mix of full-range bit patterns and small values (so signs, wrap-around
+    and zero divisors all occur), with 0, 1, -1, the minimum and the maximum up front.
+    Floats: normals spread over 2^-6 .. 2^6 times ``scale``; with ``specials``, 0, -0,
+    +-inf, NaN and a subnormal up front.
+    """
+    dtype = np.dtype(dtype)
+    n = int(np.prod(shape))
+    if dtype == np.bool_:
+        return rng.integers(0, 2, n).astype(bool).reshape(shape)
+    if np.issubdtype(dtype, np.integer):
+        info = np.iinfo(dtype)
+        raw = rng.integers(0, 256, n * dtype.itemsize, dtype=np.uint8).view(dtype)
+        small = rng.integers(max(info.min, -20), 21, n).astype(dtype)
+        out = np.where(rng.random(n) < 0.4, small, raw).astype(dtype)
+        if specials:
+            edges = [0, 1, info.max, info.min, info.max - 1] + ([-1, info.min + 1] if info.min
+                                                               else [2, 3])
+            out[: len(edges)] = np.array(edges[:n], dtype=object).astype(dtype)
+        return out.reshape(shape)
+    v = rng.standard_normal(n) * np.exp2(rng.integers(-6, 7, n)) * scale
+    out = v.astype(dtype)
+    if specials:
+        tiny = float(ml_dtypes.finfo(dtype).smallest_subnormal) * 3
+        sp = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, tiny, -1.0, 1.0])[:n]
+        out[: len(sp)] = sp.astype(dtype)
+    return out.reshape(shape)
+
+
+def assert_bits_equal(got, want, what=""):
+    """Bit-exact equality of two arrays of the same dtype; NaN == NaN (any payload)."""
+    got, want = np.asarray(got), np.asarray(want)
+    assert got.shape == want.shape, f"{what}: shape {got.shape} != {want.shape}"
+    assert got.dtype == want.dtype, f"{what}: dtype {got.dtype} != {want.dtype}"
+    if got.dtype.kind in "biu":
+        bad = got != want
+    else:
+        g64, w64 = got.astype(np.float64), want.astype(np.float64)
+        u = np.dtype(f"u{got.dtype.itemsize}")
+        bad = (got.view(u) != want.view(u)) & ~(np.isnan(g64) & np.isnan(w64))
+    if bad.any():
+        idx = np.argwhere(bad)[:6]
+        pairs = ", ".join(f"{tuple(i)}: got {got[tuple(i)]!r} want {want[tuple(i)]!r}"
+                          for i in idx)
+        raise AssertionError(f"{what}: {int(bad.sum())} of {bad.size} differ ({pairs})")

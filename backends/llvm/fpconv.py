@@ -31,9 +31,12 @@ NaN payload rules of the reference implementation (all keep the sign bit):
 * f32/f64 -> f16: payload truncated, not quieted, forced non-zero.
 
 f32 <-> f64 use LLVM ``fpext``/``fptrunc`` (exact / IEEE round-to-nearest-even
-in LLVM's default floating-point environment) and only patch the NaN lanes.
-Everything else is integer arithmetic, so it does not depend on MXCSR
-flush-to-zero settings.  No branches are emitted; scalars and
+in LLVM's default floating-point environment) and only patch the NaN lanes;
+f64 -> bf16/f8 also starts with ``fptrunc`` to f32.  Everything else is
+integer arithmetic (plus one exact int -> float conversion used to find the
+leading bit of subnormal mantissas), so it does not depend on MXCSR
+flush-to-zero / denormals-are-zero settings; the ``fptrunc`` steps assume
+the default (no FTZ) environment, as the NumPy reference itself does.  No branches are emitted; scalars and
 ``ir.VectorType`` values are handled alike, so the code works inside loops
 that LLVM vectorizes.
 """

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import queue
 import threading
 
 import numpy as np
@@ -40,11 +41,12 @@ def _as_array(obj):
     return np.asarray(obj)
 
 
-def _array_range(a: np.ndarray) -> tuple[int, int]:
-    """[lo, hi) bytes touched by any element of ``a`` (strides may be negative)."""
-    base = a.__array_interface__["data"][0]
+def _array_range(a: np.ndarray, base: int) -> tuple[int, int]:
+    """[lo, hi) bytes touched by any element of ``a`` at ``base`` (strides may be < 0)."""
     if a.size == 0:
         return base, base
+    if a.flags.c_contiguous:
+        return base, base + a.nbytes
     lo = hi = 0
     for n, s in zip(a.shape, a.strides):
         if s < 0:
@@ -79,8 +81,8 @@ def pack_args(param_types, param_names, args, arg_ranges=None):
                 except Exception as e:
                     raise LaunchError(f"argument '{name}' must be an array or an address: {e}")
                 keep.append(a)
-                addr = a.__array_interface__["data"][0]
-                rng = rng or _array_range(a)
+                addr = a.ctypes.data
+                rng = rng or _array_range(a, addr)
             slots[k] = _wrap64(addr)
         else:
             slots[k] = _scalar_bits(t, name, v)
@@ -138,21 +140,72 @@ def launch(kernel, args, grid, num_threads=None, arg_ranges=None) -> None:
         raise _fault(kernel, min(hit, key=lambda f: f[4]), ranges, (gx, gy, gz))
 
 
+class _Pool:
+    """Persistent worker threads with large stacks (tile buffers live on the stack).
+
+    ``run(fns)`` calls each function on its own worker and waits for all of them; the
+    ctypes calls inside release the GIL, so the workers run in parallel.
+    """
+    STACK = 64 << 20              # virtual size; only the pages a kernel touches are used
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.workers: list = []
+
+    def _worker(self, inbox: queue.SimpleQueue):
+        while True:
+            fn, done = inbox.get()
+            try:
+                fn()
+                done.put(None)
+            except BaseException as e:  # pragma: no cover - ctypes calls do not raise
+                done.put(e)
+
+    def _grow(self, n: int) -> None:
+        with _STACK_LOCK:
+            old = threading.stack_size(self.STACK)
+            try:
+                while len(self.workers) < n:
+                    inbox = queue.SimpleQueue()
+                    threading.Thread(target=self._worker, args=(inbox,), daemon=True,
+                                     name=f"mutile-llvm-{len(self.workers)}").start()
+                    self.workers.append(inbox)
+            finally:
+                threading.stack_size(old)
+
+    def run(self, fns) -> None:
+        with self.lock:                       # one launch at a time uses the workers
+            self._grow(len(fns))
+            done = queue.SimpleQueue()
+            for inbox, fn in zip(self.workers, fns):
+                inbox.put((fn, done))
+            errors = [e for e in (done.get() for _ in fns) if e is not None]
+        if errors:
+            raise errors[0]
+
+
+_POOL = _Pool()
+
+
 def _run_threads(run, n, stack_bytes) -> None:
-    size = max(stack_bytes, 1 << 20)
-    size = (size + 0xFFFF) & ~0xFFFF
+    """Run ``run(0) .. run(n-1)`` in parallel on threads whose stacks hold the kernel."""
+    fns = [lambda i=i: run(i) for i in range(n)]
+    if stack_bytes <= _Pool.STACK // 2:
+        _POOL.run(fns)
+        return
+    size = (stack_bytes + (1 << 20) + 0xFFFF) & ~0xFFFF
     errors = []
 
-    def target(i):
+    def target(fn):
         try:
-            run(i)
-        except BaseException as e:  # pragma: no cover - ctypes calls do not raise
+            fn()
+        except BaseException as e:  # pragma: no cover
             errors.append(e)
 
     with _STACK_LOCK:
         old = threading.stack_size(size)
         try:
-            threads = [threading.Thread(target=target, args=(i,), daemon=True) for i in range(n)]
+            threads = [threading.Thread(target=target, args=(fn,), daemon=True) for fn in fns]
             for t in threads:
                 t.start()
         finally:

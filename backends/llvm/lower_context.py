@@ -191,7 +191,6 @@ class LowerContext:
 
     def gather_elems(self, base, t, idx, mask=None, other=None, align=None):
         """``llvm.masked.gather`` of the elements of ``base`` at vector indices ``idx``."""
-        n = idx.type.count
         ptrs = self.vgep(base, idx, t)
         return self.masked_gather(ptrs, t, mask, other, align or self.elem_size(t))
 

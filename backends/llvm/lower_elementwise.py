@@ -17,7 +17,7 @@ from mutile.ir import types as T
 from mutile.ir.ops import UNARY_FLOAT
 
 from . import lower_math as mathops
-from .lower_context import F32, I1, LowerContext, lowers
+from .lower_context import I1, LowerContext, lowers
 from .lower_sep import sep_add, sep_cast, sep_of, sep_scale
 from .lower_tiles import Expr, Uniform
 

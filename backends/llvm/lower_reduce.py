@@ -137,7 +137,8 @@ def lower_reduce(ctx: LowerContext, op) -> None:
         k32 = b.trunc(k, I32)
         if lanes == 1 or inner > 1:
             return ctx.splat(k32, lanes)
-        return b.add(ctx.splat(k32, lanes), ir.Constant(ir.VectorType(I32, lanes), list(range(lanes))))
+        return b.add(ctx.splat(k32, lanes),
+                     ir.Constant(ir.VectorType(I32, lanes), list(range(lanes))))
 
     with ctx.for_chunks(outer * (inner // w if inner > 1 else 1), 1, "red.o") as g:
         if inner > 1:      # k = 1..n-1 rows of the axis, vectors across inner

@@ -94,7 +94,9 @@ class CodeGenerator(ControlFlowMixin, ast.NodeVisitor):
             self.builder.loc = self.src.loc(node)
         try:
             return super().visit(node)
-        except CompilationError:
+        except CompilationError as e:
+            if e.loc is None:
+                raise CompilationError(e.msg, self.builder.loc) from None
             raise
         except (S.SemanticError, lc.CalledOutsideJit, TypeError, ValueError, IndexError,
                 KeyError, ZeroDivisionError, AttributeError, OverflowError, AssertionError) as e:

@@ -62,7 +62,6 @@ def build(jitfn, spec, options):
     module, stages, comp = frontend_and_passes(jitfn, spec, options)
     binary = backend.compile(module, dict(options))
     asm = dict(stages)
-    asm.update(binary.asm)
     deps = [("jit", f.fn.__module__, f.fn.__qualname__, cache.source_hash(f.fn))
             for f in comp.jit_functions]
     deps += [("global", mod, name, repr(v)) for (_, mod, name), v in comp.globals_read.items()]

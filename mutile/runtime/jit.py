@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import inspect
 import os
-import time
+from collections.abc import Mapping
 
 from ..errors import CompilationError, LaunchError
 from ..ir import types as T
 from . import cache
-from .specialize import as_array, runtime_type, stored_params
+from .specialize import as_array, runtime_type
 
 OPTION_NAMES = ("num_warps", "num_stages", "backend", "check_bounds", "num_threads",
                 "num_ctas", "maxnreg", "sanitize")
@@ -30,13 +30,34 @@ def _env_flag(name: str) -> bool:
     return os.environ.get(name, "").strip() not in ("", "0", "false", "False")
 
 
+class AsmTexts(Mapping):
+    """Every stage's text: the IR stages (``ir``, then one per pass) and the backend's
+    (``llir``, ``asm``...), the latter produced only when read."""
+
+    def __init__(self, stages: dict, backend_texts):
+        self._stages, self._backend = stages, backend_texts
+
+    def __getitem__(self, key):
+        if key in self._stages:
+            return self._stages[key]
+        return self._backend[key]
+
+    def __iter__(self):
+        yield from self._stages
+        yield from self._backend
+
+    def __len__(self):
+        return len(self._stages) + len(self._backend)
+
+
 class CompiledKernel:
     """One compiled specialization: ``asm`` (stage name -> text), ``metadata``, and
     ``kernel[grid](*args)`` to launch it with arguments of the same specialization."""
 
     def __init__(self, jitfn, params, spec, options, binary, asm, metadata, stored, deps):
         self.jitfn, self.params, self.spec, self.options = jitfn, params, spec, options
-        self.binary, self.asm, self.metadata = binary, asm, metadata
+        self.binary, self.metadata = binary, metadata
+        self.asm = AsmTexts(asm, binary.asm)
         self.stored, self.deps = stored, deps
         self.runtime_params = [p for p in params if isinstance(spec[p], T.Type) and p not in
                                jitfn.constexprs]
@@ -45,7 +66,7 @@ class CompiledKernel:
         return lambda *args, **kwargs: self.jitfn.run(*args, grid=grid, _compiled=self, **kwargs)
 
     def launch(self, grid: tuple, bound: dict, num_threads=None):
-        args, ranges = [], []
+        args = []
         for i, p in enumerate(self.runtime_params):
             v, t = bound[p], self.spec[p]
             if t.is_ptr():
@@ -58,28 +79,10 @@ class CompiledKernel:
                                       f"{t.element_ty!r} arrays, got dtype {arr.dtype}")
                 if i in self.stored and not arr.flags.writeable:
                     raise LaunchError(f"argument '{p}' is read-only but the kernel stores to it")
-                addr = arr.__array_interface__["data"][0]
-                lo, hi = _extent(arr)
-                args.append(addr)
-                ranges.append((lo, hi, arr))
+                args.append(arr)
             else:
                 args.append(_scalar(p, v, t))
-                ranges.append(None)
-        self.binary.launch(args, grid, ranges, num_threads)
-
-
-def _extent(arr):
-    """[lo, hi) byte addresses an array's elements occupy (strides may be negative)."""
-    base = arr.__array_interface__["data"][0]
-    if arr.size == 0:
-        return base, base
-    lo = hi = base
-    for n, s in zip(arr.shape, arr.strides):
-        if s >= 0:
-            hi += (n - 1) * s
-        else:
-            lo += (n - 1) * s
-    return lo, hi + arr.itemsize
+        self.binary.run(args, grid, None, num_threads)
 
 
 def _scalar(name, v, t):
@@ -235,4 +238,4 @@ class Config:
         return f"Config({kw}, num_warps: {self.num_warps}, num_stages: {self.num_stages})"
 
 
-__all__ = ["JITFunction", "CompiledKernel", "Config", "jit", "time"]
+__all__ = ["JITFunction", "CompiledKernel", "Config", "jit"]

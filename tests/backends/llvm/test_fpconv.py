@@ -143,7 +143,8 @@ def dst_midpoints(dst):
     else:
         w = np.dtype(UT[dst]).itemsize * 8
         allb = np.arange(1 << (w - 1), dtype=np.uint64).astype(UT[dst])
-        vals = allb.view(DT[dst]).astype(np.float64)
+        with np.errstate(all="ignore"):
+            vals = allb.view(DT[dst]).astype(np.float64)
         lo = allb[np.isfinite(vals)]
     lo = np.sort(lo)
     v_lo = lo.view(DT[dst]).astype(np.float64)
@@ -181,7 +182,8 @@ def in_range_bits(src, dst, n, rng):
     e = rng.integers(lo_e, hi_e, size=n)
     m = rng.random(n) + 1.0
     v = np.ldexp(m, e) * rng.choice([-1.0, 1.0], size=n)
-    v = v.astype(DT[src]).view(UT[src])
+    with np.errstate(all="ignore"):
+        v = v.astype(DT[src]).view(UT[src])
     # Randomise the low mantissa bits too (ldexp of a random double is dense).
     low = rng.integers(0, 1 << 8, size=n).astype(UT[src])
     return v ^ low

@@ -6,7 +6,6 @@ import numpy as np
 import pytest
 
 from mutile.ir import semantics
-from mutile.ir import types as T
 
 from .conftest import ALL, KB, assert_same_bits, poisoned, ptr, random_values
 
@@ -17,8 +16,9 @@ def _inputs(src, rng):
     x = random_values(src, N, rng)
     if src.is_floating() and src.bits >= 16:
         # values around the integer limits, to see truncation and saturation
-        big = np.array([127.9, -128.9, 255.5, 32767.4, -32769.0, 65535.9, 2.0 ** 31, -2.0 ** 31 - 1e3,
-                        4.3e9, 2.0 ** 63, -2.0 ** 63, 1.9e19, -0.9, 0.999, 3.5, -7.25])
+        big = np.array([127.9, -128.9, 255.5, 32767.4, -32769.0, 65535.9, 2.0 ** 31,
+                        -2.0 ** 31 - 1e3, 4.3e9, 2.0 ** 63, -2.0 ** 63, 1.9e19, -0.9, 0.999, 3.5,
+                        -7.25])
         with np.errstate(over="ignore"):
             x[16:32] = big.astype(src.to_numpy())
     return x

@@ -9,7 +9,7 @@ from mutile.ir import semantics
 from mutile.ir import types as T
 from mutile.ir.ops import UNARY_FLOAT
 
-from .conftest import FLOATS, INTS, KB, assert_same_bits, poisoned, ptr, random_values, tile
+from .conftest import FLOATS, INTS, KB, assert_same_bits, poisoned, ptr, random_values
 
 N = 64
 BINARY = ["add", "sub", "mul", "div", "rem", "min", "max"]
