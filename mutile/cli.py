@@ -65,9 +65,11 @@ def cmd_ir(args) -> int:
                 raise SystemExit(f"mutile: constexpr '{p}' needs --const {p}=VALUE")
             spec[p] = default
         else:
-            spec[p] = parse_signature_type(sig[runtime.index(p)])
+            spec[p] = sig[runtime.index(p)]
     fn.constexprs = set(fn.constexprs) | set(consts)
     try:
+        for p in runtime:
+            spec[p] = parse_signature_type(spec[p])
         _, stages, _ = frontend_and_passes(fn, spec, {}, verify=True)
     except MutileError as e:
         print(e, file=sys.stderr)
@@ -140,6 +142,14 @@ def main(argv=None) -> int:
     pb.add_argument("--quick", action="store_true", help="smaller sizes")
     pb.add_argument("--backend", default="llvm")
     args = p.parse_args(argv)
+    try:
+        return _dispatch(args)
+    except BrokenPipeError:          # e.g. `mutile ir ... | head`
+        sys.stderr.close()
+        return 0
+
+
+def _dispatch(args) -> int:
     if args.cmd == "demo":
         return cmd_demo(args)
     if args.cmd == "ir":

@@ -99,11 +99,8 @@ BAD_IR_INPUTS = {
                           ["BLOCK_N"]),
     "const-without-value": ([TARGET, "--signature", SIGNATURE, *CONSTS, "--const", "GROUP_M"],
                             ["NAME=VALUE", "GROUP_M"]),
-    "unknown-signature-type": pytest.param(
-        [TARGET, "--signature", SIGNATURE.replace("*fp16", "*fp99", 1), *CONSTS], ["fp99"],
-        marks=pytest.mark.xfail(strict=True, reason="cli.cmd_ir calls parse_signature_type "
-                                "outside its MutileError handler: an unknown type in "
-                                "--signature ('*fp99') escapes as a LaunchError traceback")),
+    "unknown-signature-type": (
+        [TARGET, "--signature", SIGNATURE.replace("*fp16", "*fp99", 1), *CONSTS], ["fp99"]),
 }
 
 

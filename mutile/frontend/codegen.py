@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 import builtins
 import operator
+import types
 
 from ..errors import CompilationError, Loc
 from ..ir import types as T
@@ -340,7 +341,10 @@ class CodeGenerator(ControlFlowMixin, ast.NodeVisitor):
         if not hasattr(obj, node.attr):
             what = f"{obj.type}" if isinstance(obj, tensor) else type(obj).__name__
             self.fail(node, f"'{what}' has no attribute '{node.attr}'")
-        return getattr(obj, node.attr)
+        value = getattr(obj, node.attr)
+        if isinstance(obj, types.ModuleType):
+            return self.compiler.read_module_attr(obj, node.attr, value, self.src.loc(node))
+        return value
 
     def visit_Subscript(self, node):
         base = self.visit(node.value)

@@ -127,6 +127,16 @@ class KernelCompiler:
             f"global '{name}' ({type(value).__name__}) cannot be used in a kernel: kernels read "
             "only constexpr / number / string / dtype globals, modules and @jit functions", loc)
 
+    def read_module_attr(self, module, name, value, loc: Loc):
+        """``module.name`` read in a kernel: numbers, strings, constexprs and dtypes of
+        user modules are recorded as dependencies, like globals."""
+        if module.__name__.split(".")[0] == "mutile":
+            return value
+        if isinstance(value, (int, float, bool, str, constexpr, T.ScalarType)) \
+                and not isinstance(value, type):
+            self.globals_read[("", module.__name__, name)] = _freeze(unwrap(value))
+        return unwrap(value)
+
     # ------------------------------------------------------------ special calls
     def special_call(self, gen, fn, args, kwargs, node):
         from .. import language as ml

@@ -12,6 +12,7 @@ from . import cache
 from .specialize import stored_params
 
 BACKENDS = {"llvm": "mutile.backends.llvm"}
+_PAYLOAD_KEYS = frozenset({"binary", "asm", "metadata", "deps", "stored"})
 
 
 def get_backend(name: str):
@@ -49,6 +50,9 @@ def build(jitfn, spec, options):
                          cache.source_hash(jitfn.fn), _spec_repr(jitfn, spec), key_options)
     t0 = time.perf_counter()
     payload = cache.load(key)
+    if not (isinstance(payload, dict) and _PAYLOAD_KEYS <= payload.keys()
+            and isinstance(payload["deps"], list)):
+        payload = None
     if payload is not None and cache.deps_hold(payload["deps"]):
         try:
             binary = backend.deserialize(payload["binary"])
@@ -62,8 +66,9 @@ def build(jitfn, spec, options):
     module, stages, comp = frontend_and_passes(jitfn, spec, options)
     binary = backend.compile(module, dict(options))
     asm = dict(stages)
+    # the kernel's own source is part of the key; its callees are dependencies
     deps = [("jit", f.fn.__module__, f.fn.__qualname__, cache.source_hash(f.fn))
-            for f in comp.jit_functions]
+            for f in comp.jit_functions if f is not jitfn]
     deps += [("global", mod, name, repr(v)) for (_, mod, name), v in comp.globals_read.items()]
     stored = stored_params(module)
     meta = {"name": module.kernel, "backend": backend_name, "num_warps": options.get("num_warps"),

@@ -12,6 +12,8 @@ import inspect
 import os
 from collections.abc import Mapping
 
+import numpy as np
+
 from ..errors import CompilationError, LaunchError
 from ..ir import types as T
 from . import cache
@@ -176,6 +178,10 @@ class JITFunction:
         bound, options = self.bind(args, kwargs)
         spec = self.specialize(bound)
         if _compiled is not None:
+            for p in self.params:
+                if p in self.constexprs and spec[p] != _compiled.spec[p]:
+                    raise LaunchError(f"argument '{p}': the kernel was compiled for "
+                                      f"{p}={_compiled.spec[p]!r}, got {spec[p]!r}")
             for p in _compiled.runtime_params:
                 if spec[p] != _compiled.spec[p]:
                     raise LaunchError(f"argument '{p}': the kernel was compiled for "
@@ -197,11 +203,9 @@ def _check_grid(g) -> tuple:
     out = []
     for i, x in enumerate(g):
         x = getattr(x, "value", x)
-        if not isinstance(x, int) or isinstance(x, bool):
-            try:
-                x = int(x)
-            except (TypeError, ValueError):
-                raise LaunchError(f"grid[{i}] must be an integer, got {x!r}") from None
+        if isinstance(x, bool) or not isinstance(x, (int, np.integer)):
+            raise LaunchError(f"grid[{i}] must be an integer, got {x!r}")
+        x = int(x)
         if x <= 0:
             raise LaunchError(f"grid[{i}] must be positive, got {x}")
         out.append(x)

@@ -20,7 +20,9 @@ from mutile.ir import types as T
 
 from ..conftest import assert_bits_equal, poison, random_data
 
-BLOCK = 256
+N = 256           # elements per test array
+TILE = 64         # elements per program (compile time grows with the tile)
+GRID = (N // TILE,)
 INTS = [np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64]
 FLOATS = [np.float16, ml_dtypes.bfloat16, np.float32, np.float64]
 
@@ -31,15 +33,17 @@ def name(d):
 
 @mutile.jit
 def put(base, slot, v, BLOCK: ml.constexpr):
-    """base[slot, :] = v, after checking v's dtype is base's element type."""
+    """base[slot, program's block] = v, after checking v's dtype is base's element type
+    (base is a (slots, BLOCK * num_programs) array)."""
     ml.static_assert(v.dtype == base.dtype.element_ty, "result dtype differs from the slot's")
-    ml.store(base + slot * BLOCK + ml.arange(0, BLOCK), v)
+    n = BLOCK * ml.num_programs(0)
+    ml.store(base + slot * n + ml.program_id(0) * BLOCK + ml.arange(0, BLOCK), v)
 
 
 # ---------------------------------------------------------------- integers
 @mutile.jit
 def int_ops(X, Y, S, O, C, F, BLOCK: ml.constexpr):
-    offs = ml.arange(0, BLOCK)
+    offs = ml.program_id(0) * BLOCK + ml.arange(0, BLOCK)
     x = ml.load(X + offs)
     y = ml.load(Y + offs)
     s = ml.load(S + offs)
@@ -58,11 +62,11 @@ def int_ops(X, Y, S, O, C, F, BLOCK: ml.constexpr):
     put(O, 12, +x, BLOCK)
     cmps = (x < y, x <= y, x > y, x >= y, x == y, x != y)
     for i in ml.static_range(6):
-        ml.store(C + i * BLOCK + offs, cmps[i])
-    ml.store(C + 6 * BLOCK + offs, not x)
+        put(C, i, (cmps[i]).to(ml.int8), BLOCK)
+    put(C, 6, (not x).to(ml.int8), BLOCK)
     q = x / y
     ml.static_assert(q.dtype == ml.float32, "int / int must compute in float32")
-    ml.store(F + offs, q)
+    put(F, 0, q, BLOCK)
 
 
 def wrap(v: int, dtype) -> int:
@@ -116,15 +120,15 @@ def test_integer_operators(dtype, rng, backend):
     -1, x % 0 == x, INT_MIN // -1 == INT_MIN, & | ^ ~, shifts by 0 .. width+3 (>= width
     gives 0, or -1 for >> of a negative), comparisons, ``not``, and int / int in f32."""
     info = np.iinfo(dtype)
-    x = random_data(dtype, BLOCK, rng)
-    y = random_data(dtype, BLOCK, rng)
+    x = random_data(dtype, N, rng)
+    y = random_data(dtype, N, rng)
     y[:8] = np.array([0, 0, -1 if info.min else 1, 3, -3 if info.min else 7, 0, 1, 2],
                      dtype=object).astype(dtype)
     x[8:11] = np.array([info.min, -7 if info.min else 7, 7], dtype=object).astype(dtype)
     y[8:11] = np.array([-1 if info.min else 1, 2, -2 if info.min else 2], dtype=object).astype(dtype)
-    s = rng.integers(0, info.bits + 4, BLOCK).astype(dtype)
-    o, c, f = poison((13, BLOCK), dtype), poison((7, BLOCK), np.int8), poison(BLOCK, np.float32)
-    int_ops[(1,)](x, y, s, o, c, f, BLOCK=BLOCK, backend=backend)
+    s = rng.integers(0, info.bits + 4, N).astype(dtype)
+    o, c, f = poison((13, N), dtype), poison((7, N), np.int8), poison(N, np.float32)
+    int_ops[GRID](x, y, s, o, c, f, BLOCK=TILE, backend=backend)
     xs, ys, ss = ([int(v) for v in arr] for arr in (x, y, s))
     for slot, (ref, op) in enumerate(zip(INT_REFS, INT_NAMES)):
         want = np.array([ref(a, b, sh, dtype) for a, b, sh in zip(xs, ys, ss)],
@@ -141,7 +145,7 @@ def test_integer_operators(dtype, rng, backend):
 # ---------------------------------------------------------------- floats
 @mutile.jit
 def float_ops(X, Y, O, Q, C, BLOCK: ml.constexpr):
-    offs = ml.arange(0, BLOCK)
+    offs = ml.program_id(0) * BLOCK + ml.arange(0, BLOCK)
     x = ml.load(X + offs)
     y = ml.load(Y + offs)
     put(O, 0, x + y, BLOCK)
@@ -152,7 +156,7 @@ def float_ops(X, Y, O, Q, C, BLOCK: ml.constexpr):
     put(Q, 1, x % y, BLOCK)
     cmps = (x < y, x <= y, x > y, x >= y, x == y, x != y)
     for i in ml.static_range(6):
-        ml.store(C + i * BLOCK + offs, cmps[i])
+        put(C, i, (cmps[i]).to(ml.int8), BLOCK)
 
 
 def round_once(v64, dtype):
@@ -168,13 +172,13 @@ def test_float_operators(dtype, rng, backend):
     """+ - * and unary - keep the dtype and are correctly rounded; / and % compute in f32
     for f16/bf16 (Triton's div_or_mod promotion); % is C's fmod (sign of the dividend);
     IEEE comparisons with NaN, infinities, signed zeros and subnormals — bit exact."""
-    x = random_data(dtype, BLOCK, rng)
-    y = random_data(dtype, BLOCK, rng)
+    x = random_data(dtype, N, rng)
+    y = random_data(dtype, N, rng)
     y[:4] = np.array([1.5, 0.0, -0.0, np.inf]).astype(dtype)   # x = 0, -0, inf, -inf
     x[20:30] = y[20:30]                                          # equal pairs for == / <=
     qd = np.float32 if np.dtype(dtype).itemsize < 4 else dtype
-    o, q, c = poison((4, BLOCK), dtype), poison((2, BLOCK), qd), poison((6, BLOCK), np.int8)
-    float_ops[(1,)](x, y, o, q, c, BLOCK=BLOCK, backend=backend)
+    o, q, c = poison((4, N), dtype), poison((2, N), qd), poison((6, N), np.int8)
+    float_ops[GRID](x, y, o, q, c, BLOCK=TILE, backend=backend)
     x64, y64 = x.astype(np.float64), y.astype(np.float64)
     with np.errstate(all="ignore"):
         for slot, (op, want) in enumerate([("+", x64 + y64), ("-", x64 - y64), ("*", x64 * y64),
@@ -192,7 +196,7 @@ def test_float_operators(dtype, rng, backend):
 def mixed_ops(X, Y, O, C, BLOCK: ml.constexpr):
     """Binary ops on two tiles of different dtypes; O's element type is the expected
     computation type, which every result must have."""
-    offs = ml.arange(0, BLOCK)
+    offs = ml.program_id(0) * BLOCK + ml.arange(0, BLOCK)
     x = ml.load(X + offs)
     y = ml.load(Y + offs)
     put(O, 0, x + y, BLOCK)
@@ -200,7 +204,7 @@ def mixed_ops(X, Y, O, C, BLOCK: ml.constexpr):
     put(O, 2, y - x, BLOCK)
     put(O, 3, ml.maximum(x, y), BLOCK)
     put(O, 4, ml.where(x < y, x, y), BLOCK)
-    ml.store(C + offs, x < y)
+    put(C, 0, (x < y).to(ml.int8), BLOCK)
 
 
 PROMOTIONS = [   # (x, y, computation type) — Triton's rules, docs/semantics.md
@@ -222,12 +226,12 @@ def moderate(dtype, rng):
     """Values every type in a pair holds exactly enough (|v| <= 100)."""
     dtype = np.dtype(dtype)
     if dtype == np.bool_:
-        return rng.integers(0, 2, BLOCK).astype(bool)
+        return rng.integers(0, 2, N).astype(bool)
     if dtype.kind == "u":
-        return rng.integers(0, 101, BLOCK).astype(dtype)
+        return rng.integers(0, 101, N).astype(dtype)
     if dtype.kind == "i":
-        return rng.integers(-100, 101, BLOCK).astype(dtype)
-    return (rng.standard_normal(BLOCK) * 10).astype(dtype)
+        return rng.integers(-100, 101, N).astype(dtype)
+    return (rng.standard_normal(N) * 10).astype(dtype)
 
 
 @pytest.mark.parametrize("xd,yd,cd", PROMOTIONS,
@@ -237,8 +241,8 @@ def test_promotion(xd, yd, cd, rng, backend):
     both operands converted to the computation type, then one correctly rounded op (or
     wrap-around); the comparison is done in that type too (-1 < 5u8 is false)."""
     x, y = moderate(xd, rng), moderate(yd, rng)
-    o, c = poison((5, BLOCK), cd), poison(BLOCK, np.int8)
-    mixed_ops[(1,)](x, y, o, c, BLOCK=BLOCK, backend=backend)
+    o, c = poison((5, N), cd), poison(N, np.int8)
+    mixed_ops[GRID](x, y, o, c, BLOCK=TILE, backend=backend)
     cx = semantics.convert(x, to_ir(xd), to_ir(cd))
     cy = semantics.convert(y, to_ir(yd), to_ir(cd))
     if np.dtype(cd).kind in "iu":
@@ -255,10 +259,10 @@ def test_promotion(xd, yd, cd, rng, backend):
 
 def test_signed_unsigned_comparison_promotes_to_unsigned(backend):
     """-1 (int8) < 5 (uint8) is computed in uint8: 255 < 5 is false."""
-    x = np.full(BLOCK, -1, np.int8)
-    y = np.full(BLOCK, 5, np.uint8)
-    o, c = poison((5, BLOCK), np.uint8), poison(BLOCK, np.int8)
-    mixed_ops[(1,)](x, y, o, c, BLOCK=BLOCK, backend=backend)
+    x = np.full(N, -1, np.int8)
+    y = np.full(N, 5, np.uint8)
+    o, c = poison((5, N), np.uint8), poison(N, np.int8)
+    mixed_ops[GRID](x, y, o, c, BLOCK=TILE, backend=backend)
     assert (c == 0).all()
     assert (o[0] == 4).all() and (o[3] == 255).all()
 
@@ -266,7 +270,7 @@ def test_signed_unsigned_comparison_promotes_to_unsigned(backend):
 @mutile.jit
 def weak_scalar_ops(I8, U8, F16, BF16, I32, O8, OU8, O16, OB16, O32, OF, O64, BLOCK: ml.constexpr):
     """A Python number adopts the tile's dtype when it fits (Triton's weak scalars)."""
-    offs = ml.arange(0, BLOCK)
+    offs = ml.program_id(0) * BLOCK + ml.arange(0, BLOCK)
     i8 = ml.load(I8 + offs)
     u8 = ml.load(U8 + offs)
     f16 = ml.load(F16 + offs)
@@ -285,15 +289,15 @@ def weak_scalar_ops(I8, U8, F16, BF16, I32, O8, OU8, O16, OB16, O32, OF, O64, BL
 
 
 def test_weak_scalars(rng, backend):
-    i8 = random_data(np.int8, BLOCK, rng)
-    u8 = random_data(np.uint8, BLOCK, rng)
-    f16 = random_data(np.float16, BLOCK, rng, specials=False)
-    bf16 = random_data(ml_dtypes.bfloat16, BLOCK, rng, specials=False)
-    i32 = rng.integers(-2 ** 20, 2 ** 20, BLOCK).astype(np.int32)
-    outs = [poison((2, BLOCK), np.int8), poison((1, BLOCK), np.uint8), poison((2, BLOCK), np.float16),
-            poison((1, BLOCK), ml_dtypes.bfloat16), poison((1, BLOCK), np.int32),
-            poison((2, BLOCK), np.float32), poison((1, BLOCK), np.int64)]
-    weak_scalar_ops[(1,)](i8, u8, f16, bf16, i32, *outs, BLOCK=BLOCK, backend=backend)
+    i8 = random_data(np.int8, N, rng)
+    u8 = random_data(np.uint8, N, rng)
+    f16 = random_data(np.float16, N, rng, specials=False)
+    bf16 = random_data(ml_dtypes.bfloat16, N, rng, specials=False)
+    i32 = rng.integers(-2 ** 20, 2 ** 20, N).astype(np.int32)
+    outs = [poison((2, N), np.int8), poison((1, N), np.uint8), poison((2, N), np.float16),
+            poison((1, N), ml_dtypes.bfloat16), poison((1, N), np.int32),
+            poison((2, N), np.float32), poison((1, N), np.int64)]
+    weak_scalar_ops[GRID](i8, u8, f16, bf16, i32, *outs, BLOCK=TILE, backend=backend)
     o8, ou8, o16, ob16, o32, of, o64 = outs
     w = i8.astype(np.int64)
     assert_bits_equal(o8[0], (w + 3).astype(np.int8), "i8 + 3")

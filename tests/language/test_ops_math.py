@@ -24,7 +24,9 @@ import mutile.language as ml
 
 from ..conftest import assert_bits_equal, poison, random_data
 
-BLOCK = 512
+N = 512           # elements per test array
+TILE = 64         # elements per program (compile time grows with the tile)
+GRID = (N // TILE,)
 
 UNARY = ["exp", "exp2", "log", "log2", "sqrt", "rsqrt", "sin", "cos", "abs", "sigmoid", "erf",
          "tanh", "floor", "ceil"]
@@ -40,8 +42,11 @@ ULPS = {"exp": 2, "exp2": 2, "log": 2, "log2": 2, "sqrt": 0, "rsqrt": 2, "sin": 
 
 @mutile.jit
 def put(base, slot, v, BLOCK: ml.constexpr):
+    """base[slot, program's block] = v, after checking v's dtype is base's element type
+    (base is a (slots, BLOCK * num_programs) array)."""
     ml.static_assert(v.dtype == base.dtype.element_ty, "result dtype differs from the slot's")
-    ml.store(base + slot * BLOCK + ml.arange(0, BLOCK), v)
+    n = BLOCK * ml.num_programs(0)
+    ml.store(base + slot * n + ml.program_id(0) * BLOCK + ml.arange(0, BLOCK), v)
 
 
 @mutile.jit
@@ -50,7 +55,7 @@ def math_ops(X, P, Y, Z, O, S, BLOCK: ml.constexpr):
     fma(x, y, z), and the same functions through ml.math and tensor methods. sigmoid
     goes to S: as in Triton it is ``1 / (1 + exp(-x))``, whose ``/`` computes f16 and
     bf16 in f32."""
-    offs = ml.arange(0, BLOCK)
+    offs = ml.program_id(0) * BLOCK + ml.arange(0, BLOCK)
     x = ml.load(X + offs)
     p = ml.load(P + offs)
     y = ml.load(Y + offs)
@@ -137,12 +142,12 @@ def round_fraction(q: Fraction, dtype) -> float:
 
 
 def math_inputs(dtype, rng):
-    x = random_data(dtype, BLOCK, rng)
+    x = random_data(dtype, N, rng)
     x[8:16] = np.array([0.5, -0.5, 2.5, -2.5, 1e-3, 3.0, -7.25, 10.0]).astype(dtype)
-    p = np.abs(random_data(dtype, BLOCK, rng))
+    p = np.abs(random_data(dtype, N, rng))
     p[:6] = np.array([0.0, -0.0, np.inf, np.nan, -1.0, 1.0]).astype(dtype)
-    y = random_data(dtype, BLOCK, rng, specials=False)
-    z = random_data(dtype, BLOCK, rng, specials=False)
+    y = random_data(dtype, N, rng, specials=False)
+    z = random_data(dtype, N, rng, specials=False)
     return x, p, y, z
 
 
@@ -182,8 +187,8 @@ def check_unary(name, got, arg, dtype, tol=None, ulp_dtype=None):
 def test_math(dtype, rng, backend):
     x, p, y, z = math_inputs(dtype, rng)
     sd = np.float32 if np.dtype(dtype).itemsize < 4 else dtype
-    o, s = poison((27, BLOCK), dtype), poison((2, BLOCK), sd)
-    math_ops[(1,)](x, p, y, z, o, s, BLOCK=BLOCK, backend=backend)
+    o, s = poison((27, N), dtype), poison((2, N), sd)
+    math_ops[GRID](x, p, y, z, o, s, BLOCK=TILE, backend=backend)
     for slot, name in enumerate(UNARY):
         if name == "sigmoid":
             # f16/bf16: exp(-x) and 1 + exp(-x) round to the narrow type, then / in f32
@@ -201,18 +206,18 @@ def test_math(dtype, rng, backend):
 def test_fma_rounds_once(backend):
     """Cases where x*y+z rounded twice differs from the fused result."""
     e = 2.0 ** -23
-    x = np.full(BLOCK, 1 + e, np.float32)
-    y = np.full(BLOCK, 1 - e, np.float32)           # x*y = 1 - 2^-46: rounds to 1.0 alone
-    z = np.full(BLOCK, -1.0, np.float32)
-    o, s = poison((27, BLOCK), np.float32), poison((2, BLOCK), np.float32)
-    math_ops[(1,)](x, np.abs(x), y, z, o, s, BLOCK=BLOCK, backend=backend)
+    x = np.full(N, 1 + e, np.float32)
+    y = np.full(N, 1 - e, np.float32)           # x*y = 1 - 2^-46: rounds to 1.0 alone
+    z = np.full(N, -1.0, np.float32)
+    o, s = poison((27, N), np.float32), poison((2, N), np.float32)
+    math_ops[GRID](x, np.abs(x), y, z, o, s, BLOCK=TILE, backend=backend)
     assert (o[14] == np.float32(-2.0 ** -46)).all(), o[14][:4]
 
 
 # ---------------------------------------------------------------- integers
 @mutile.jit
 def int_math(X, Y, O, H, BLOCK: ml.constexpr):
-    offs = ml.arange(0, BLOCK)
+    offs = ml.program_id(0) * BLOCK + ml.arange(0, BLOCK)
     x = ml.load(X + offs)
     y = ml.load(Y + offs)
     put(O, 0, ml.abs(x), BLOCK)
@@ -229,26 +234,26 @@ def test_integer_math(dtype, hdt, rng, backend):
     division (positive operands), umulhi = high 32 bits of the unsigned 64-bit product of
     the 32-bit patterns (CUDA's __umulhi, as Triton), for uint32 and int32."""
     info = np.iinfo(dtype)
-    x = random_data(dtype, BLOCK, rng)
-    y = rng.integers(1, 1000, BLOCK).astype(dtype)
+    x = random_data(dtype, N, rng)
+    y = rng.integers(1, 1000, N).astype(dtype)
     xc = np.abs(x.astype(object)) % 10 ** 6           # cdiv needs x + d - 1 to not wrap
-    o, h = poison((3, BLOCK), dtype), poison((2, BLOCK), hdt)
+    o, h = poison((3, N), dtype), poison((2, N), hdt)
     x2 = x.copy()
-    x2[BLOCK // 2:] = xc[BLOCK // 2:].astype(dtype)
-    int_math[(1,)](x2, y, o, h, BLOCK=BLOCK, backend=backend)
+    x2[N // 2:] = xc[N // 2:].astype(dtype)
+    int_math[GRID](x2, y, o, h, BLOCK=TILE, backend=backend)
     xs, ys = [int(v) for v in x2], [int(v) for v in y]
     bits = info.bits
     absw = [((abs(a) + (1 << bits)) % (1 << bits)) for a in xs]
     absw = [v - (1 << bits) if info.min < 0 and v >= 1 << (bits - 1) else v for v in absw]
     assert_bits_equal(o[0], np.array(absw, dtype=object).astype(dtype), "abs")
-    half = slice(BLOCK // 2, None)
+    half = slice(N // 2, None)
 
     def cdiv(a, d):
         return -(-a // d)
 
-    assert_bits_equal(o[1][half], np.array([cdiv(a, d) for a, d in zip(xs, ys)][BLOCK // 2:],
+    assert_bits_equal(o[1][half], np.array([cdiv(a, d) for a, d in zip(xs, ys)][N // 2:],
                                            dtype=object).astype(dtype), "cdiv(x, y)")
-    assert_bits_equal(o[2][half], np.array([cdiv(a, 16) for a in xs][BLOCK // 2:],
+    assert_bits_equal(o[2][half], np.array([cdiv(a, 16) for a in xs][N // 2:],
                                            dtype=object).astype(dtype), "cdiv(x, 16)")
     u = [a & 0xFFFFFFFF for a in xs]
     hi = [(a * (b & 0xFFFFFFFF)) >> 32 for a, b in zip(u, ys)]

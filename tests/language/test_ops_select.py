@@ -12,19 +12,24 @@ import mutile.language as ml
 
 from ..conftest import assert_bits_equal, poison, random_data
 
-BLOCK = 256
+N = 256           # elements per test array
+TILE = 64         # elements per program (compile time grows with the tile)
+GRID = (N // TILE,)
 DTYPES = [np.float32, np.float16, ml_dtypes.bfloat16, np.float64, np.int8, np.uint32, np.int64]
 
 
 @mutile.jit
 def put(base, slot, v, BLOCK: ml.constexpr):
+    """base[slot, program's block] = v, after checking v's dtype is base's element type
+    (base is a (slots, BLOCK * num_programs) array)."""
     ml.static_assert(v.dtype == base.dtype.element_ty, "result dtype differs from the slot's")
-    ml.store(base + slot * BLOCK + ml.arange(0, BLOCK), v)
+    n = BLOCK * ml.num_programs(0)
+    ml.store(base + slot * n + ml.program_id(0) * BLOCK + ml.arange(0, BLOCK), v)
 
 
 @mutile.jit
 def select_ops(X, Y, LO, HI, C, O, BLOCK: ml.constexpr):
-    offs = ml.arange(0, BLOCK)
+    offs = ml.program_id(0) * BLOCK + ml.arange(0, BLOCK)
     x = ml.load(X + offs)
     y = ml.load(Y + offs)
     lo = ml.load(LO + offs)
@@ -53,20 +58,20 @@ def test_where_minimum_maximum_clamp(dtype, rng, backend):
     PropagateNan.ALL a NaN wins. clamp(x, lo, hi) = min(max(x, lo), hi) for lo <= hi.
     Signed zeros may come out either way from min/max, so floats compare after + 0."""
     is_float = np.dtype(dtype).kind not in "iu"
-    x = random_data(dtype, BLOCK, rng)
-    y = random_data(dtype, BLOCK, rng)
+    x = random_data(dtype, N, rng)
+    y = random_data(dtype, N, rng)
     if is_float:
         y[:8] = np.array([np.nan, 2.0, np.nan, np.inf, 0.5, np.nan, -1.0, 3.0]).astype(dtype)
-        a = random_data(dtype, BLOCK, rng, specials=False)
-        b = random_data(dtype, BLOCK, rng, specials=False)
+        a = random_data(dtype, N, rng, specials=False)
+        b = random_data(dtype, N, rng, specials=False)
     else:
-        a = random_data(dtype, BLOCK, rng, specials=False)
-        b = random_data(dtype, BLOCK, rng, specials=False)
+        a = random_data(dtype, N, rng, specials=False)
+        b = random_data(dtype, N, rng, specials=False)
     lo, hi = np.minimum(a, b), np.maximum(a, b)
-    c = rng.integers(-2, 3, BLOCK).astype(np.int8)
+    c = rng.integers(-2, 3, N).astype(np.int8)
     c[0] = 1
-    o = poison((11, BLOCK), dtype)
-    select_ops[(1,)](x, y, lo, hi, c, o, BLOCK=BLOCK, backend=backend)
+    o = poison((11, N), dtype)
+    select_ops[GRID](x, y, lo, hi, c, o, BLOCK=TILE, backend=backend)
 
     def same(got, want, what):
         want = np.asarray(want).astype(dtype)

@@ -188,3 +188,15 @@ def test_checks_are_compiled_in_only_when_asked(checked, backend, rng):
     with pytest.raises(mutile.DeviceFault):
         shift_right[(1,)](base[100:200], y, 100, BLOCK=128, SHIFT=1, GUARD=0, backend=backend,
                           **kw)
+
+
+@pytest.mark.parametrize("value", ["0", ""])
+def test_mutile_check_bounds_off_values(value, monkeypatch, backend, rng):
+    """``MUTILE_CHECK_BOUNDS=0`` (or empty) leaves the checks off."""
+    base = rng.standard_normal(300).astype(np.float32)
+    plain = shift_right.warmup(base, base, 100, BLOCK=128, SHIFT=1, GUARD=0, backend=backend)
+    monkeypatch.setenv("MUTILE_CHECK_BOUNDS", value)
+    y = poison(100, np.float32)
+    k = shift_right[(1,)](base[100:200], y, 100, BLOCK=128, SHIFT=1, GUARD=0, backend=backend)
+    np.testing.assert_array_equal(y, base[99:199])
+    assert k.metadata["cache_key"] == plain.metadata["cache_key"]
