@@ -120,13 +120,14 @@ def backend(request):
 def poison(shape, dtype):
     """A fresh output array of ``shape`` and ``dtype`` (numpy, ml_dtypes or an ``ml``
     dtype) that no correct kernel result can be mistaken for: NaN for floats, the dtype's
-    maximum for integers (True for bool). Use it for every output before a launch so an
-    element the kernel fails to write cannot pass."""
+    maximum for integers, and for bool the byte 0x5A, which is neither False (0) nor True
+    (1) — compare bools by their bytes, as :func:`assert_bits_equal` does. Use it for
+    every output before a launch so an element the kernel fails to write cannot pass."""
     if hasattr(dtype, "to_numpy"):
         dtype = dtype.to_numpy()
     dtype = np.dtype(dtype)
     if dtype == np.bool_:
-        return np.ones(shape, dtype=bool)
+        return np.full(shape, 0x5A, dtype=np.uint8).view(np.bool_)
     if np.issubdtype(dtype, np.integer):
         return np.full(shape, np.iinfo(dtype).max, dtype=dtype)
     return np.full(shape, np.nan, dtype=dtype)
@@ -176,7 +177,9 @@ def assert_bits_equal(got, want, what=""):
     got, want = np.asarray(got), np.asarray(want)
     assert got.shape == want.shape, f"{what}: shape {got.shape} != {want.shape}"
     assert got.dtype == want.dtype, f"{what}: dtype {got.dtype} != {want.dtype}"
-    if got.dtype.kind in "biu":
+    if got.dtype.kind == "b":      # by bytes: a poisoned bool (0x5A) is neither 0 nor 1
+        bad = got.view(np.uint8) != want.view(np.uint8)
+    elif got.dtype.kind in "iu":
         bad = got != want
     else:
         g64, w64 = got.astype(np.float64), want.astype(np.float64)

@@ -11,10 +11,19 @@ has had its calls inlined, and returns an :class:`LLVMKernel`. Options:
   arrays passed to the launch; a miss raises :class:`mutile.errors.DeviceFault`
   naming the op's Python line, the parameter, the element index and the length;
 * ``num_threads`` (int, default ``os.cpu_count()``): default threads per launch;
-* ``opt_level`` (0-3, default 3).
+* ``opt_level`` (0-3, default 3);
+* ``prefetch`` (bool, default True): loads through a pointer tile that a loop advances
+  by a loop-invariant step prefetch the next iteration's cache lines.
 
-How the IR maps to machine code is described in :mod:`.lower` (ABI) and the
-``lower_*`` modules (one per op family).
+``serialize(kernel)`` / ``deserialize(data)`` save and restore a compiled kernel
+(machine code and launch facts) for the runtime's disk cache.
+
+Where things are: :mod:`.lower` (the walker and the launch ABI), :mod:`.lower_context`
+(types, constants, conversions, tile storage, the ``@lowers`` registry),
+:mod:`.lower_tiles` (buffers and lazy tiles), :mod:`.lower_sep` (address structure),
+``lower_elementwise / _shape / _memory / _desc / _reduce / _dot / _control / _debug``
+(one file per op family), :mod:`.engine` (LLVM O3 + MCJIT), :mod:`.launch` (threads,
+argument packing, faults).
 """
 from __future__ import annotations
 
@@ -96,7 +105,12 @@ def compile(module, options: dict | None = None) -> LLVMKernel:
         raise CompilationError("llvm backend: inline calls before compiling", func.loc)
     lowered = lower_kernel(module, options)
     text = str(lowered.llvm_module)
-    engine = Engine(text, opt=int(options.get("opt_level", 3)))
+    try:
+        engine = Engine(text, opt=int(options.get("opt_level", 3)))
+    except RuntimeError as e:     # LLVM rejected what the lowering made: an internal error
+        first = str(e).strip().splitlines()
+        raise CompilationError(f"llvm backend: internal error compiling kernel "
+                               f"'{func.name}': {' '.join(first[:3])}", func.loc) from None
     return LLVMKernel(lowered, engine, options, text)
 
 
@@ -105,15 +119,18 @@ def serialize(kernel: LLVMKernel) -> bytes:
     optimizing again (the optimized LLVM IR plus the launch facts)."""
     import pickle
     return pickle.dumps({"version": 1, "info": kernel.lowered_info, "options": kernel.options,
-                         "llir": kernel.asm["llir"], "unoptimized": kernel.asm["llir_unoptimized"]})
+                         "llir": kernel.asm["llir"], "unoptimized": kernel.asm["llir_unoptimized"],
+                         "host": host_cpu(), "object": kernel.engine.object_code})
 
 
 def deserialize(data: bytes) -> LLVMKernel:
-    """The kernel saved by :func:`serialize` (its optimized IR is compiled to machine code)."""
+    """The kernel saved by :func:`serialize`: its machine code when saved on this kind of
+    host, else its optimized IR compiled again."""
     import pickle
     from types import SimpleNamespace
     d = pickle.loads(data)
     if d.get("version") != 1:
         raise ValueError("unknown serialized llvm kernel version")
-    engine = Engine(d["llir"], optimize=False)
+    same_host = d.get("host") == host_cpu()
+    engine = Engine(d["llir"], optimize=False, object_code=d.get("object") if same_host else None)
     return LLVMKernel(SimpleNamespace(**d["info"]), engine, d["options"], d["unoptimized"])

@@ -63,7 +63,11 @@ class Engine:
     ``address(name)``: a function's entry address.
     """
 
-    def __init__(self, llvm_ir: str, opt: int = 3, optimize: bool = True):
+    def __init__(self, llvm_ir: str, opt: int = 3, optimize: bool = True,
+                 object_code: bytes | None = None):
+        """Compile ``llvm_ir`` (optimizing it unless ``optimize`` is False); with
+        ``object_code`` from an earlier engine (``.object_code``) on the same host, the
+        machine code is loaded instead of generated."""
         _init()
         with _LOCK:
             mod = llvm.parse_assembly(str(llvm_ir))
@@ -79,7 +83,9 @@ class Engine:
                 pb = llvm.create_pass_builder(self.tm, pto)
                 pb.getModulePassManager().run(mod, pb)
             self.llir = str(mod)
+            self.object_code = object_code
             self.ee = llvm.create_mcjit_compiler(mod, self.tm)
+            self.ee.set_object_cache(self._notify, lambda _m: object_code)
             self.ee.finalize_object()
         self._asm = None
 
@@ -91,6 +97,9 @@ class Engine:
                 mod = llvm.parse_assembly(self.llir)
                 self._asm = _target_machine().emit_assembly(mod)
         return self._asm
+
+    def _notify(self, _module, buf: bytes) -> None:
+        self.object_code = bytes(buf)
 
     def address(self, name: str) -> int:
         addr = self.ee.get_function_address(name)

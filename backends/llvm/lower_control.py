@@ -18,7 +18,7 @@ from mutile.ir.types import DescType
 
 from .lower_analysis import carried_increment
 from .lower_context import I32, I64, DescVal, LowerContext, lowers
-from .lower_tiles import Buffer, Expr, IndexMap, Sep, SepVal, View
+from .lower_tiles import Buffer, Expr, IndexMap, Sep, SepVal, Uniform, View
 
 
 class _Scalar:
@@ -33,10 +33,14 @@ class _Scalar:
 
 
 class _SepBase:
-    """A pointer tile ``base + f(i)``: only the base is carried."""
+    """A pointer tile ``base + f(i)``: only the base is carried.
 
-    def __init__(self, ctx, init: SepVal):
-        self.ctx, self.sep, self.type = ctx, init.sep, init.type
+    ``delta``: the bytes it advances per iteration when known before the loop (the
+    offsets are loop-invariant splats); loads through it then prefetch the next
+    iteration's lines."""
+
+    def __init__(self, ctx, init: SepVal, delta=None):
+        self.ctx, self.sep, self.type, self.delta = ctx, init.sep, init.type, delta
         self.slot = ctx.alloc_scalar(I64, "base")
 
     def store(self, v):
@@ -45,7 +49,8 @@ class _SepBase:
 
     def load(self):
         s = self.sep
-        return SepVal(Sep(self.ctx.b.load(self.slot), s.parts, s.ity, s.unit), self.type)
+        notes = {"next_delta": self.delta} if self.delta is not None else {}
+        return SepVal(Sep(self.ctx.b.load(self.slot), s.parts, s.ity, s.unit, notes), self.type)
 
 
 class _Tile:
@@ -86,7 +91,7 @@ def _carrier(ctx, init_value, init, arg=None, yielded=None, op=None):
         c = _Scalar(ctx, ctx.repr_type(t))
     elif (isinstance(init, SepVal) and arg is not None and yielded is not None
           and carried_increment(yielded, arg)):
-        c = _SepBase(ctx, init)
+        c = _SepBase(ctx, init, _advance(ctx, yielded, arg, init.sep.unit))
     elif (op is not None and isinstance(init, Buffer) and init.owned
           and ctx.analysis.sole_local_use(init_value, op)):
         return _Tile(ctx, t, Buffer(init.ptr, t))           # take over the init's buffer
@@ -94,6 +99,22 @@ def _carrier(ctx, init_value, init, arg=None, yielded=None, op=None):
         c = _Tile(ctx, t)
     c.store(init)
     return c
+
+
+def _advance(ctx, y, arg, unit):
+    """Bytes from ``arg`` to ``y`` (an addptr chain of uniforms) if every offset is
+    already lowered (defined before the loop), else None."""
+    total = None
+    while y is not arg:
+        op = y.owner
+        if op.name == "addptr":
+            off = ctx.values.get(id(op.operands[1]))
+            if not isinstance(off, Uniform):
+                return None
+            signed = op.operands[1].type.scalar.is_int_signed()
+            total = ctx.iadd(total, ctx.int_cast(off.value, I64, signed))
+        y = op.operands[0]
+    return None if total is None else ctx.imul(total, ir.Constant(I64, unit))
 
 
 def _result_carrier(ctx, value):
@@ -118,12 +139,16 @@ def _only_same_index(v, ptr) -> bool:
 
 def store_all(ctx, carriers, values) -> None:
     """Write ``values`` into ``carriers`` as if all at once (see module docstring)."""
-    tiles = {id(c.buf.ptr): k for k, c in enumerate(carriers) if isinstance(c, _Tile)}
+    def unchanged(c, v):
+        return isinstance(v, Buffer) and v.ptr is c.buf.ptr
+
+    written = {id(c.buf.ptr): k for k, (c, v) in enumerate(zip(carriers, values))
+               if isinstance(c, _Tile) and not unchanged(c, v)}
     staged = list(values)
     for k, (c, v) in enumerate(zip(carriers, values)):
-        if not isinstance(c, _Tile) or (isinstance(v, Buffer) and v.ptr is c.buf.ptr):
+        if not isinstance(c, _Tile) or unchanged(c, v):
             continue
-        hazard = any(tiles.get(id(r.ptr), k) != k for r in v.reads())
+        hazard = any(written.get(id(r.ptr), k) != k for r in v.reads())
         if hazard or not _only_same_index(v, c.buf.ptr):
             staged[k] = ctx.materialize(v) if not isinstance(v, Buffer) else _copy(ctx, v)
     for c, v in zip(carriers, staged):

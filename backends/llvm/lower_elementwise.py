@@ -263,15 +263,17 @@ _LIGHT = frozenset({"add", "sub", "and", "or", "xor", "min", "max", "cmp", "sele
                     "abs", "not", "bitcast", "shl", "shr"})
 
 
+def _narrow_float(t) -> bool:
+    return isinstance(t, T.ScalarType) and t.is_floating() and t.bits < 32
+
+
 def _light(op) -> bool:
     """About one instruction per element (narrow floats convert, so they are not light)."""
-    t = op.result.type.scalar
-    wide = not (t.is_floating() and t.bits < 32) if hasattr(t, "is_floating") else True
     if op.name == "cast":
-        return op.operands[0].type.scalar.is_int() and t.is_int()
-    return op.name in _LIGHT and wide and not (op.name == "cmp" and
-                                                op.operands[0].type.scalar.bits < 32 and
-                                                op.operands[0].type.scalar.is_floating())
+        return op.operands[0].type.scalar.is_int() and op.result.type.scalar.is_int()
+    operand = _operand_type(op)
+    return op.name in _LIGHT and not _narrow_float(operand) and \
+        not _narrow_float(op.result.type.scalar)
 
 
 def _scalar_fn(op):

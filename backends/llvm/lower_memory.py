@@ -193,14 +193,26 @@ def check_tile(ctx, op, P, M, t) -> None:
 
 
 # ---------------------------------------------------------------- load / store
-def _rows(ctx, sep: Sep, ttype, body) -> None:
-    """Chunks along contiguous rows: ``body(f, addr_of_first_lane, w)``."""
+def _rows(ctx, sep: Sep, ttype, body, prefetch=False) -> None:
+    """Chunks along contiguous rows: ``body(f, addr_of_first_lane, w)``; with
+    ``prefetch``, also ``llvm.prefetch`` of the same chunk one loop iteration ahead."""
     n_last = ttype.shape[-1]
     w = min(CHUNK, n_last)
+    delta = sep.notes.get("next_delta") if prefetch else None
     with ctx.for_chunks(ttype.numel, w, "row") as f:
         idx = ctx.unflatten(f, ttype.shape)
         total = ctx.iadd(ctx.sep_row(sep, idx[:-1]), ctx.part_scalar(sep, sep.parts[-1], idx[-1]))
-        body(f, ctx.sep_finish(sep, total), w)
+        addr = ctx.sep_finish(sep, total)
+        if delta is not None:
+            _prefetch(ctx, ctx.b.add(addr, delta))
+        body(f, addr, w)
+
+
+def _prefetch(ctx, addr) -> None:
+    """``llvm.prefetch`` (read, high locality, data) of the line at ``addr``."""
+    fn = ctx.intrinsic("llvm.prefetch.p0", ir.VoidType(), [PTR, I32, I32, I32])
+    ctx.b.call(fn, [inttoptr(ctx, addr), ir.Constant(I32, 0), ir.Constant(I32, 3),
+                    ir.Constant(I32, 1)])
 
 
 def _gathered(ctx, P, ttype, body) -> None:
@@ -210,16 +222,16 @@ def _gathered(ctx, P, ttype, body) -> None:
         body(f, P.chunk(ctx, f, w), w)
 
 
-def _access(ctx, P, ttype, rows_body, gather_body) -> None:
+def _access(ctx, P, ttype, rows_body, gather_body, prefetch=False) -> None:
     """Emit the rows shape, the gather shape, or both versioned on a runtime step."""
     layout, step = last_dim_layout(P.sep if isinstance(P, SepVal) else None)
     if layout == "contiguous":
-        _rows(ctx, P.sep, ttype, rows_body)
+        _rows(ctx, P.sep, ttype, rows_body, prefetch)
     elif layout == "runtime":
         one = ir.Constant(step.type, 1)
         with ctx.b.if_else(ctx.b.icmp_signed("==", step, one), likely=True) as (then, other):
             with then:
-                _rows(ctx, P.sep, ttype, rows_body)
+                _rows(ctx, P.sep, ttype, rows_body, prefetch)
             with other:
                 _gathered(ctx, P, ttype, gather_body)
     else:
@@ -257,7 +269,7 @@ def lower_load(ctx: LowerContext, op) -> None:
         o = O.chunk(ctx, f, w) if (O is not None and m is not None) else None
         ctx.store_elems(out.ptr, t, f, gather(ctx, addrs, t, m, o))
 
-    _access(ctx, P, rt, rows_body, gather_body)
+    _access(ctx, P, rt, rows_body, gather_body, prefetch=ctx.options.get("prefetch", True))
     ctx.bind(op.result, out)
 
 

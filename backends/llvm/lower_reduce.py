@@ -141,17 +141,17 @@ def lower_reduce(ctx: LowerContext, op) -> None:
                      ir.Constant(ir.VectorType(I32, lanes), list(range(lanes))))
 
     with ctx.for_chunks(outer * (inner // w if inner > 1 else 1), 1, "red.o") as g:
-        if inner > 1:      # k = 1..n-1 rows of the axis, vectors across inner
+        if inner > 1:      # k = 1 .. n-1 along the axis, vectors across inner
             o = b.udiv(g, ir.Constant(I64, inner // w))
             j = b.mul(b.urem(g, ir.Constant(I64, inner // w)), ir.Constant(I64, w))
             base = b.add(b.mul(o, ir.Constant(I64, n * inner)), j)
+            k_from, k_step = 1, 1
         else:              # k = w, 2w, ..: chunks of the contiguous axis
             base = b.mul(g, ir.Constant(I64, n))
-        step = w
+            k_from, k_step = w, w
         acc = _Acc(ctx, _read(ctx, x, t, base, w, arg, idx_lanes(ir.Constant(I64, 0), w)))
-        with ctx.for_chunks_from(step if inner == 1 else 1, n, step if inner == 1 else 1,
-                                 "red.k") as k:
-            f = b.add(base, b.mul(k, ir.Constant(I64, inner)) if inner > 1 else k)
+        with ctx.for_chunks_from(k_from, n, k_step, "red.k") as k:
+            f = b.add(base, b.mul(k, ir.Constant(I64, inner)))
             acc.set(comb(acc.get(), _read(ctx, x, t, f, w, arg, idx_lanes(k, w))))
         res = acc.get()
         if inner == 1:

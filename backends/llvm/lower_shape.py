@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from llvmlite import ir
 
-from .lower_context import I32, LowerContext, lowers
+from .lower_context import I32, I64, LowerContext, lowers
 from .lower_memory import pointer_splat_sep
 from .lower_sep import sep_broadcast, sep_expand, sep_permute
 from .lower_tiles import Buffer, IndexMap, Iota, Part, Sep, SepVal, Uniform, View
@@ -119,10 +119,54 @@ def lower_permute(ctx: LowerContext, op) -> None:
     if isinstance(x, SepVal) and sep is not None:
         ctx.bind(op.result, SepVal(sep, t))
         return
+    if list(order) == [1, 0] and min(t.shape) >= TRANSPOSE_BLOCK:
+        ctx.bind(op.result, _transpose(ctx, ctx.materialize(x), t))
+        return
     src_strides = _row_major_strides(op.operands[0].type.shape)
     v = IndexMap(x if x.cheap() else ctx.materialize(x), t, [src_strides[o] for o in order])
     v.sep = sep
     ctx.bind(op.result, ctx.settle(v, op.result))
+
+
+TRANSPOSE_BLOCK = 8
+
+
+def _transpose(ctx, src: Buffer, t) -> Buffer:
+    """A 2-D transpose into a new buffer, in 8x8 blocks of shuffles (no gathers)."""
+    b = ctx.b
+    n = TRANSPOSE_BLOCK
+    C, R = t.shape                     # result is C x R; the source is R x C
+    out = ctx.alloc(t)
+    el = t.element
+    with ctx.for_chunks(R, n, "tr.i") as i:
+        with ctx.for_chunks(C, n, "tr.j") as j:
+            rows = [ctx.load_elems(src.ptr, el, b.add(b.mul(b.add(i, ir.Constant(I64, r)),
+                                                            ir.Constant(I64, C)), j), n,
+                                   align=ctx.elem_size(el)) for r in range(n)]
+            for r, v in enumerate(_transpose_block(b, rows)):
+                dst = b.add(b.mul(b.add(j, ir.Constant(I64, r)), ir.Constant(I64, R)), i)
+                ctx.store_elems(out.ptr, el, dst, v, align=ctx.elem_size(el))
+    return out
+
+
+def _transpose_block(b, rows):
+    """Transpose n vectors of n lanes: one stage per index bit, swapping that bit of the
+    row index with the same bit of the lane index (two shuffles per row pair)."""
+    n = len(rows)
+    rows = list(rows)
+    h = 1
+    while h < n:
+        lo = [c if not c & h else c - h + n for c in range(n)]
+        hi = [c + h if not c & h else c + n for c in range(n)]
+        mask_lo = ir.Constant(ir.VectorType(I32, n), lo)
+        mask_hi = ir.Constant(ir.VectorType(I32, n), hi)
+        for i in range(n):
+            if i & h:
+                continue
+            a, c = rows[i], rows[i + h]
+            rows[i], rows[i + h] = b.shuffle_vector(a, c, mask_lo), b.shuffle_vector(a, c, mask_hi)
+        h *= 2
+    return rows
 
 
 @lowers("hint")

@@ -213,7 +213,10 @@ class ControlFlowMixin:
         for x in bounds:
             if x.shape or not x.dtype.is_int():
                 self.fail(node.iter, f"loop bounds must be integer scalars, got {x.type}")
-        iv_t = T.i64 if any(x.dtype.bits == 64 for x in bounds) else T.i32
+        iv_t = S.integer_promote(S.integer_promote(bounds[0].dtype, bounds[1].dtype),
+                                 bounds[2].dtype)
+        if iv_t.bits < 32:
+            iv_t = T.u32 if iv_t.kind == "uint" else T.i32
         lb, ub, step = (S.cast(x, iv_t, b) for x in bounds)
         if _static(it.step) and _unwrap(it.step) == 0:
             self.fail(node.iter, "range() step must not be zero")

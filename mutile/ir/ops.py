@@ -356,6 +356,9 @@ def _infer_reduce(ts, a):
     need(isinstance(t, TileType), f"reduce needs a tile, got {t}")
     need(0 <= ax < len(t.shape), f"reduce axis {ax} out of range for {t}")
     need(kind in REDUCE_KINDS, f"unknown reduction {kind!r}")
+    need(kind not in ("xor", "or", "and") or (isinstance(t.element, ScalarType)
+                                              and t.element.is_int()),
+         f"{kind} reduction needs integers, got {t}")
     shape = t.shape[:ax] + t.shape[ax + 1:]
     elem = T.i32 if kind in ("argmax", "argmin") else t.element
     return [tile_or_scalar(shape, elem)]

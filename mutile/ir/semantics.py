@@ -33,8 +33,10 @@ def _div(a, b, t):
         return a / b
     safe = np.where(b == 0, 1, b).astype(a.dtype)
     if t.is_int_signed():
-        q = np.abs(a.astype(np.int64) if t.bits < 64 else a) // np.abs(safe)
-        q = np.where((a < 0) != (safe < 0), -q, q).astype(a.dtype)
+        # floor division (wraps for INT_MIN / -1), then step toward zero when inexact
+        q = np.floor_divide(a, safe)
+        inexact = np.fmod(a, safe) != 0
+        q = np.where(inexact & ((a < 0) != (safe < 0)), q + np.array(1, a.dtype), q)
     else:
         q = a // safe
     return np.where(b == 0, np.array(-1).astype(a.dtype) if t.is_int_signed() else

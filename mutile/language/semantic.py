@@ -1,9 +1,10 @@
 """What the DSL's operations mean: type promotion, broadcasting, and the IR they emit.
 
 The rules are Triton's: a Python number combined with a tensor takes the tensor's kind
-when it can (``x_f16 * 2.0`` stays f16); f64 > f32 > f16/bf16 (f16 with bf16 gives f32);
-a float beats an integer; integers widen, and mixing signedness at the same width gives
-the unsigned type; ``/`` on integers computes in f32; ``//`` and ``%`` on integers follow
+when it can (``x_f16 * 2.0`` stays f16); then f64, f32, f16 win in that order (``/`` and
+``%`` on halves compute in f32); bf16 stays bf16 only with bf16, else f32; fp8 computes
+as f16; integers widen, and mixing signedness at the same width gives the unsigned
+type; ``/`` on integers computes in f32; ``//`` and ``%`` on integers follow
 C (truncate toward zero). Errors raised here are :class:`SemanticError`; the frontend
 adds the source location.
 """
@@ -136,17 +137,16 @@ def computation_type(a: T.ScalarType, b: T.ScalarType, div_or_mod: bool = False)
     """The type two tensor operands are converted to before an arithmetic op."""
     if a.is_ptr() or b.is_ptr():
         fail(f"arithmetic on pointers {a!r}, {b!r} is not defined (use + with an integer)")
-    if a.is_floating() or b.is_floating():
-        if a.is_floating() and b.is_floating():
-            if T.f64 in (a, b):
-                return T.f64
-            if T.f32 in (a, b):
-                return T.f32
-            if a == b and not a.is_fp8():
-                return T.f32 if div_or_mod else a
-            return T.f32 if (a.bits == b.bits == 16 or div_or_mod) else T.f16
-        f = a if a.is_floating() else b
-        return T.f16 if f.is_fp8() else f
+    if T.f64 in (a, b):
+        return T.f64
+    if T.f32 in (a, b):
+        return T.f32
+    if T.f16 in (a, b):
+        return T.f32 if div_or_mod else T.f16
+    if T.bf16 in (a, b):
+        return T.bf16 if a == b and not div_or_mod else T.f32
+    if a.is_fp8() or b.is_fp8():
+        return T.f32 if div_or_mod else T.f16
     return integer_promote(a, b)
 
 
@@ -169,7 +169,7 @@ def _scalar_fits(v, t: T.ScalarType) -> bool:
     if t.is_floating():
         return True
     if t.is_bool():
-        return v in (0, 1)
+        return isinstance(v, bool)
     lo, hi = ((0, 2 ** t.bits - 1) if t.kind == "uint"
               else (-2 ** (t.bits - 1), 2 ** (t.bits - 1) - 1))
     return lo <= v <= hi

@@ -223,7 +223,12 @@ def trans(x, *dims, _builder=None) -> tensor:
 
 @builtin
 def cast(x, dtype, fp_downcast_rounding=None, bitcast=False, _builder=None) -> tensor:
-    """``x`` converted to ``dtype`` (reinterpreted with ``bitcast=True``)."""
+    """``x`` converted to ``dtype`` (reinterpreted with ``bitcast=True``). Float
+    conversions round to nearest even (``fp_downcast_rounding`` None or "rtne")."""
+    rounding = _unwrap(fp_downcast_rounding)
+    if rounding not in (None, "rtne"):
+        fail(f"fp_downcast_rounding={rounding!r} is not supported: float conversions round "
+             "to nearest even ('rtne')")
     return S.cast(x, _dtype(dtype), _builder, bitcast=bool(_unwrap(bitcast)))
 
 

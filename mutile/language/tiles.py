@@ -81,6 +81,8 @@ def _reduce(x, axis, kind, keep_dims, b, dtype=None) -> tensor:
         fail(f"cannot reduce pointers ({kind})")
     if dtype is not None:
         x = S.cast(x, dtype, b)
+    if kind in ("xor", "or", "and") and not x.dtype.is_int():
+        fail(f"{kind} reduction needs integers, got {x.dtype!r}")
     ax = _axis(x, axis)
     if ax is None:
         flat = reshape(x, [x.numel], _builder=b) if len(x.shape) > 1 else x
@@ -162,7 +164,7 @@ def cumsum(input, axis=0, reverse=False, dtype=None, _builder=None) -> tensor:
     x = S.to_tensor(input, _builder)
     dt = _unwrap(dtype)
     if dt is None and x.dtype.is_int() and x.dtype.bits < 32:
-        dt = T.i32
+        dt = T.u32 if x.dtype.kind == "uint" else T.i32
     if dt is not None:
         x = S.cast(x, dt, _builder)
     return _scan(x, axis, "sum", reverse, _builder)

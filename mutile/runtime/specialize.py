@@ -40,6 +40,8 @@ def runtime_type(name: str, value) -> T.Type:
     """The IR type a runtime argument is specialized as."""
     if isinstance(value, T.Type):           # warmup with a type instead of a value
         return value
+    if isinstance(value, np.generic):       # numpy scalars are numbers, as in Triton
+        value = value.item()
     arr = as_array(value)
     if arr is not None:
         st = T.scalar_from_numpy(arr.dtype)

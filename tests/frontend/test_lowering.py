@@ -271,7 +271,7 @@ PROMOTIONS = [
     (k_int_div, dict(X=P(T.f32), a=T.i32, b=T.i32), "div", T.f32),
     (k_u32_plus_i32, dict(X=P(T.u32), a=T.u32, b=T.i32), "add", T.u32),
     (k_u32_plus_i32, dict(X=P(T.i32), a=T.i8, b=T.i32), "add", T.i32),
-    (k_f16_plus_bf16, dict(X=P(T.f16), Y=P(T.bf16)), "add", T.f32),
+    (k_f16_plus_bf16, dict(X=P(T.f16), Y=P(T.bf16)), "add", T.f16),
 ]
 
 

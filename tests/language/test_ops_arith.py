@@ -62,7 +62,7 @@ def int_ops(X, Y, S, O, C, F, BLOCK: ml.constexpr):
     put(O, 12, +x, BLOCK)
     cmps = (x < y, x <= y, x > y, x >= y, x == y, x != y)
     for i in ml.static_range(6):
-        put(C, i, (cmps[i]).to(ml.int8), BLOCK)
+        put(C, i, cmps[i].to(ml.int8), BLOCK)
     put(C, 6, (not x).to(ml.int8), BLOCK)
     q = x / y
     ml.static_assert(q.dtype == ml.float32, "int / int must compute in float32")
@@ -125,7 +125,8 @@ def test_integer_operators(dtype, rng, backend):
     y[:8] = np.array([0, 0, -1 if info.min else 1, 3, -3 if info.min else 7, 0, 1, 2],
                      dtype=object).astype(dtype)
     x[8:11] = np.array([info.min, -7 if info.min else 7, 7], dtype=object).astype(dtype)
-    y[8:11] = np.array([-1 if info.min else 1, 2, -2 if info.min else 2], dtype=object).astype(dtype)
+    y[8:11] = np.array([-1 if info.min else 1, 2, -2 if info.min else 2],
+                       dtype=object).astype(dtype)
     s = rng.integers(0, info.bits + 4, N).astype(dtype)
     o, c, f = poison((13, N), dtype), poison((7, N), np.int8), poison(N, np.float32)
     int_ops[GRID](x, y, s, o, c, f, BLOCK=TILE, backend=backend)
@@ -156,7 +157,7 @@ def float_ops(X, Y, O, Q, C, BLOCK: ml.constexpr):
     put(Q, 1, x % y, BLOCK)
     cmps = (x < y, x <= y, x > y, x >= y, x == y, x != y)
     for i in ml.static_range(6):
-        put(C, i, (cmps[i]).to(ml.int8), BLOCK)
+        put(C, i, cmps[i].to(ml.int8), BLOCK)
 
 
 def round_once(v64, dtype):
@@ -207,14 +208,15 @@ def mixed_ops(X, Y, O, C, BLOCK: ml.constexpr):
     put(C, 0, (x < y).to(ml.int8), BLOCK)
 
 
+BF16, E4M3, E5M2 = ml_dtypes.bfloat16, ml_dtypes.float8_e4m3fn, ml_dtypes.float8_e5m2
 PROMOTIONS = [   # (x, y, computation type) — Triton's rules, docs/semantics.md
-    (np.int8, np.uint8, np.uint8), (np.int8, np.int16, np.int16), (np.int32, np.uint32, np.uint32),
-    (np.uint8, np.int32, np.int32), (np.int64, np.uint32, np.int64), (np.uint64, np.int8, np.uint64),
-    (np.bool_, np.int8, np.int8), (np.int32, np.float16, np.float16),
-    (np.int64, ml_dtypes.bfloat16, ml_dtypes.bfloat16), (np.float16, ml_dtypes.bfloat16, np.float32),
-    (np.float16, np.float32, np.float32), (ml_dtypes.bfloat16, np.float64, np.float64),
-    (np.uint16, np.float32, np.float32), (ml_dtypes.float8_e4m3fn, ml_dtypes.float8_e4m3fn, np.float16),
-    (ml_dtypes.float8_e5m2, np.int32, np.float16), (ml_dtypes.float8_e4m3fn, np.float32, np.float32),
+    (np.int8, np.uint8, np.uint8), (np.int8, np.int16, np.int16),
+    (np.int32, np.uint32, np.uint32), (np.uint8, np.int32, np.int32),
+    (np.int64, np.uint32, np.int64), (np.uint64, np.int8, np.uint64),
+    (np.bool_, np.int8, np.int8), (np.int32, np.float16, np.float16), (np.int64, BF16, np.float32),
+    (np.float16, BF16, np.float16), (np.float16, np.float32, np.float32),
+    (BF16, np.float64, np.float64), (np.uint16, np.float32, np.float32),
+    (E4M3, E4M3, np.float16), (E5M2, np.int32, np.float16), (E4M3, np.float32, np.float32),
 ]
 
 
@@ -308,6 +310,22 @@ def test_weak_scalars(rng, backend):
     assert_bits_equal(o16[0], round_once(f * 2, np.float16), "f16 * 2.0")
     assert_bits_equal(o16[1], round_once(f + 3, np.float16), "f16 + 3")
     assert_bits_equal(of[0], (f / 2).astype(np.float32), "f16 / 2.0")
-    assert_bits_equal(ob16[0], round_once(bf16.astype(np.float64) + 1, ml_dtypes.bfloat16), "bf16 + 1")
+    assert_bits_equal(ob16[0], round_once(bf16.astype(np.float64) + 1, BF16), "bf16 + 1")
     assert_bits_equal(of[1], (i32.astype(np.float64) + 2.5).astype(np.float32), "i32 + 2.5")
     assert_bits_equal(o64[0], i32.astype(np.int64) * 2 ** 40, "i32 * 2**40")
+
+
+@mutile.jit
+def bool_plus_int(X, O, BLOCK: ml.constexpr):
+    offs = ml.arange(0, BLOCK)
+    m = ml.load(X + offs) > 0
+    r = m + 1
+    ml.static_assert(r.dtype == ml.int32, "bool tile + Python int must be int32")
+    ml.store(O + offs, r)
+
+
+def test_bool_tile_plus_python_int_is_int32(backend):
+    x = np.array([1, -1, 2, -2] * 4, np.int32)
+    o = poison(16, np.int32)
+    bool_plus_int[(1,)](x, o, BLOCK=16, backend=backend)
+    assert o.tolist() == [2, 1, 2, 1] * 4

@@ -1,5 +1,6 @@
 """Math builtins on float tiles (exp, exp2, log, log2, sqrt, rsqrt, sin, cos, abs,
-sigmoid, erf, tanh, floor, ceil, fma, and the ``ml.math`` / tensor-method spellings)
+sigmoid, erf, tanh, floor, ceil, fma, div_rn, fdiv, and the ``ml.math`` / tensor-method
+spellings)
 against float64 numpy, measured in ulps of the result type; and the integer ones
 (abs, cdiv, umulhi) exactly.
 
@@ -85,6 +86,8 @@ def math_ops(X, P, Y, Z, O, S, BLOCK: ml.constexpr):
     put(O, 21, x.cos(), BLOCK)
     put(O, 22, x.abs(), BLOCK)
     put(S, 1, x.sigmoid(), BLOCK)
+    put(S, 2, ml.div_rn(x, y), BLOCK)       # / of f16/bf16 computes in f32, like sigmoid
+    put(S, 3, ml.math.fdiv(x, y), BLOCK)
     put(O, 24, ml.math.fma(x, y, z), BLOCK)
     put(O, 25, p.sqrt(), BLOCK)
     put(O, 26, ml.math.floor(x), BLOCK)
@@ -182,12 +185,14 @@ def check_unary(name, got, arg, dtype, tol=None, ulp_dtype=None):
                              f"({int(bad.sum())} bad, max {err.max():.2f} ulp)")
 
 
-@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16, ml_dtypes.bfloat16],
+@pytest.mark.parametrize("dtype", [np.float32, np.float64,
+                                   pytest.param(np.float16, marks=pytest.mark.slow),
+                                   pytest.param(ml_dtypes.bfloat16, marks=pytest.mark.slow)],
                          ids=lambda d: np.dtype(d).name)
 def test_math(dtype, rng, backend):
     x, p, y, z = math_inputs(dtype, rng)
     sd = np.float32 if np.dtype(dtype).itemsize < 4 else dtype
-    o, s = poison((27, N), dtype), poison((2, N), sd)
+    o, s = poison((27, N), dtype), poison((4, N), sd)
     math_ops[GRID](x, p, y, z, o, s, BLOCK=TILE, backend=backend)
     for slot, name in enumerate(UNARY):
         if name == "sigmoid":
@@ -199,8 +204,13 @@ def test_math(dtype, rng, backend):
             continue
         check_unary(name, o[slot], p if name in POSITIVE else x, dtype)
     assert_bits_equal(o[14], exact_fma(x, y, z, dtype), "fma")
+    with np.errstate(all="ignore"):
+        quotient = (x.astype(np.float64) / y.astype(np.float64)).astype(sd)  # f64 holds 2p+2 bits
+    assert_bits_equal(s[2], quotient, "div_rn")
+    assert_bits_equal(s[3], quotient, "fdiv")
     for alias, slot in ALIASES.items():
-        assert_bits_equal(o[alias], o[slot], f"slot {alias} (alias of {UNARY[slot] if slot < 14 else 'fma'})")
+        what = UNARY[slot] if slot < 14 else "fma"
+        assert_bits_equal(o[alias], o[slot], f"slot {alias} (another spelling of {what})")
 
 
 def test_fma_rounds_once(backend):
@@ -209,7 +219,7 @@ def test_fma_rounds_once(backend):
     x = np.full(N, 1 + e, np.float32)
     y = np.full(N, 1 - e, np.float32)           # x*y = 1 - 2^-46: rounds to 1.0 alone
     z = np.full(N, -1.0, np.float32)
-    o, s = poison((27, N), np.float32), poison((2, N), np.float32)
+    o, s = poison((27, N), np.float32), poison((4, N), np.float32)
     math_ops[GRID](x, np.abs(x), y, z, o, s, BLOCK=TILE, backend=backend)
     assert (o[14] == np.float32(-2.0 ** -46)).all(), o[14][:4]
 

@@ -215,8 +215,10 @@ def test_reductions_and_scans(dtype, rng, backend):
     slot(I, 7, xp.argmin(0), "min(return_indices) indices")
     for k, (a, axis) in enumerate([(w, 0), (w, 1), (w[0], 0)]):
         want = np.cumsum(a, axis=axis)
-        uc = 2.0 ** -(ml_dtypes.finfo(csd).nmant + 1) if not is_int else 0   # f16 scans in f16
-        tol = None if is_int else (a.shape[axis] - 1) * uc * np.cumsum(np.abs(a), axis=axis) + 1e-300
+        tol = None
+        if not is_int:   # f16 scans in f16
+            uc = 2.0 ** -(ml_dtypes.finfo(csd).nmant + 1)
+            tol = (a.shape[axis] - 1) * uc * np.cumsum(np.abs(a), axis=axis) + 1e-300
         slot(CS, k, wrapped(want, csd), f"cumsum #{k}", tol)
     for k, (a, axis) in enumerate([(w, 0), (w, 1), (w[0], 0)]):
         want = np.cumprod(a, axis=axis)
@@ -255,11 +257,19 @@ def test_cumsum_dtype(dtype, expect, backend):
     assert_bits_equal(o, np.cumsum(np.arange(16)).astype(np.int32), "cumsum")
 
 
-@pytest.mark.xfail(strict=True, reason="cumsum of a uint8/uint16 tile accumulates in int32 "
-                   "(tiles.py cumsum picks T.i32 for every narrow integer); Triton and mutile's "
-                   "own sum() use uint32")
 def test_cumsum_unsigned_dtype(backend):
     x = np.arange(16).astype(np.uint8)
     o = poison(16, np.uint32)
     cumsum_dtype_kernel[(1,)](x, o, EXPECT=ml.uint32, BLOCK=16, backend=backend)
     assert_bits_equal(o, np.cumsum(np.arange(16)).astype(np.uint32), "cumsum")
+
+
+@mutile.jit
+def xor_sum_kernel(X, O, BLOCK: ml.constexpr):
+    ml.store(O, ml.xor_sum(ml.load(X + ml.arange(0, BLOCK)), axis=0))
+
+
+def test_xor_sum_of_floats_is_a_compile_error(backend):
+    x = np.ones(16, np.float32)
+    with pytest.raises(mutile.CompilationError, match="integer"):
+        xor_sum_kernel[(1,)](x, poison(1, np.float32), BLOCK=16, backend=backend)

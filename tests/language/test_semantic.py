@@ -15,8 +15,8 @@ def tile(dtype, shape=(16,)):
 
 @pytest.mark.parametrize("a,b,want", [
     (T.i32, T.f16, T.f16), (T.f16, T.f16, T.f16), (T.f16, T.f32, T.f32),
-    (T.f16, T.bf16, T.f32), (T.bf16, T.bf16, T.bf16), (T.f64, T.f16, T.f64),
-    (T.bf16, T.f32, T.f32), (T.i64, T.bf16, T.bf16), (T.i8, T.i32, T.i32),
+    (T.f16, T.bf16, T.f16), (T.bf16, T.bf16, T.bf16), (T.f64, T.f16, T.f64),
+    (T.bf16, T.f32, T.f32), (T.i64, T.bf16, T.f32), (T.i8, T.i32, T.i32),
     (T.u32, T.i32, T.u32), (T.i32, T.u32, T.u32), (T.u8, T.i32, T.i32),
     (T.i1, T.i8, T.i8), (T.i64, T.u32, T.i64), (T.u64, T.i8, T.u64), (T.u16, T.u16, T.u16),
 ])

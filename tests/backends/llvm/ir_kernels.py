@@ -47,6 +47,9 @@ def matmul(BM=128, BN=128, BK=32, t=T.f32, acc_t=T.f32, precision="ieee"):
     n_ok = kb("cmp", row(offs_n, BK, BN), kb.splat(a["N"], (BK, BN)), pred="lt")
     acc0 = kb.const(0.0 if acc_t.is_floating() else 0, tile((BM, BN), acc_t))
 
+    # loop-invariant steps, defined before the loop (as the frontend's LICM leaves them)
+    step_a = kb.splat(kb("mul", kb.const(BK, i32), a["sak"]), (BM, BK))
+    step_b = kb.splat(kb("mul", kb.const(BK, i32), a["sbk"]), (BK, BN))
     body = Block([i32, acc0.type, a_ptrs.type, b_ptrs.type])
     k, acc, ap, bp = body.args
     outer, kb.b = kb.b, Builder(body, kb.b.loc)
@@ -57,8 +60,6 @@ def matmul(BM=128, BN=128, BK=32, t=T.f32, acc_t=T.f32, precision="ieee"):
     av = kb.load(ap, kb("and", ka, m_ok), kb.const(zero, tile((BM, BK), t)))
     bv = kb.load(bp, kb("and", kbm, n_ok), kb.const(zero, tile((BK, BN), t)))
     acc2 = kb("dot", av, bv, acc, input_precision=precision)
-    step_a = kb.splat(kb("mul", kb.const(BK, i32), a["sak"]), (BM, BK))
-    step_b = kb.splat(kb("mul", kb.const(BK, i32), a["sbk"]), (BK, BN))
     kb.b.create("yield", [acc2, kb("addptr", ap, step_a), kb("addptr", bp, step_b)])
     kb.b = outer
     acc, _, _ = kb.b.create("for", [kb.const(0, i32), a["K"], kb.const(BK, i32), acc0, a_ptrs,

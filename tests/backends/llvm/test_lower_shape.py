@@ -79,3 +79,50 @@ def test_splat_arange_offsets_small_tiles(rng):
     want = (np.arange(3, 7)[:, None] * np.arange(2)[None, :] + 100).ravel()
     np.testing.assert_array_equal(o, want)
     assert o1[0] == 100
+
+
+@pytest.mark.parametrize("t,R,C", [(T.f32, 64, 32), (T.bf16, 16, 64), (T.i8, 8, 8),
+                                   (T.f64, 4, 16)], ids=str)
+def test_transpose_blocks(t, R, C, rng):
+    """permute [1, 0] by 8x8 shuffle blocks (4x16 falls back to the index map)."""
+    kb = KB("tr", [("x", ptr(t)), ("o", ptr(t))])
+    x = kb.load2d(kb.a["x"], R, C, kb.const(C, T.i32))
+    kb.store2d(kb.a["o"], kb("permute", x, order=[1, 0]), kb.const(R, T.i32))
+    k = kb.compile()
+    xa = rng.integers(-100, 100, (R, C)).astype(t.to_numpy())
+    o = poisoned((C, R), t)
+    k.run([xa, o], (1,))
+    assert_same_bits(o, xa.T.copy(), t, "transpose")
+
+
+@pytest.mark.parametrize("shape", [(1,), (2,), (4, 1), (1, 4), (2, 2)], ids=str)
+def test_tiny_tiles(shape, rng):
+    """Tiles narrower than a chunk: loads, fused math, broadcast, reduce, masked store."""
+    t = T.f32
+    n = int(np.prod(shape))
+    kb = KB("tiny", [("x", ptr(t)), ("o", ptr(t)), ("s", ptr(t))])
+    flat = kb.arange(n)
+    x = kb.load(kb.ptrs(kb.a["x"], flat))
+    x = kb("reshape", x, type=tile(shape, t)) if len(shape) > 1 else x
+    y = kb("add", kb("mul", x, x), kb.const(1.0, tile(shape, t)))
+    r = kb("reduce", y, axis=len(shape) - 1, kind="sum")
+    if len(shape) > 1:
+        rb = kb("broadcast", kb("expand_dims", r, axis=len(shape) - 1), type=tile(shape, t))
+        y = kb("sub", y, rb)
+        kb.store(kb.ptrs(kb.a["s"], kb.arange(shape[0])), r)
+    else:
+        kb.store(kb.a["s"], r)
+    yf = kb("reshape", y, type=tile((n,), t)) if len(shape) > 1 else y
+    keep = kb("cmp", flat, kb.const(n - 1, tile((n,), T.i32)), pred="lt")
+    kb.store(kb.ptrs(kb.a["o"], flat), yf, keep)
+    k = kb.compile()
+    xa = rng.standard_normal(shape).astype(np.float32)
+    o, s = poisoned((n,), t), poisoned((shape[0] if len(shape) > 1 else 1,), t)
+    k.run([xa, o, s], (1,))
+    y = xa * xa + np.float32(1)
+    r = y.sum(axis=-1, dtype=np.float64)
+    if len(shape) > 1:
+        y = y - r.astype(np.float32)[:, None]
+    np.testing.assert_allclose(s, np.atleast_1d(r), rtol=1e-6)
+    np.testing.assert_allclose(o[:-1], y.ravel()[:-1], rtol=1e-6, atol=1e-6)
+    assert np.isnan(o[-1])
