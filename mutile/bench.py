@@ -1,21 +1,30 @@
-"""``mutile bench``: mutile's JIT against numpy, side by side in one run, as ratios.
+"""``mutile bench``: mutile's JIT against numpy and against a previous version of
+mutile, side by side in one run, as ratios.
 
 Every figure is a median of repeated runs (``mutile.testing.do_bench``); the machine
-is shared and noisy, so compare the ratios, not the absolute times.
+is shared and noisy, so compare the ratios, not the absolute times. The previous
+version (``--baseline REV``, by default the last commit, or ``HEAD`` when the tree has
+uncommitted changes) is installed from git into a temporary folder and measured in
+alternation with the current code, each in its own process.
 """
 from __future__ import annotations
 
+import json
 import os
 import platform
+import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
+from pathlib import Path
+
 import numpy as np
 
 from .testing import do_bench
 
 
-def _threads():
+def _threads() -> int:
     try:
         from threadpoolctl import threadpool_info
         n = [i["num_threads"] for i in threadpool_info() if i.get("internal_api") == "openblas"]
@@ -37,27 +46,21 @@ def _cpu_name() -> str:
     return platform.processor() or platform.machine()
 
 
-def _row(cols, widths):
-    return "  ".join(str(c).rjust(w) if i else str(c).ljust(w) for i, (c, w) in
-                     enumerate(zip(cols, widths)))
-
-
-def bench_matmul(sizes, threads, rng):
+# ---------------------------------------------------------------- measurements
+def _matmul(n, threads, rng):
     from .kernels import matmul as mm
-    rows = []
-    for n in sizes:
-        a = rng.standard_normal((n, n)).astype(np.float32)
-        b = rng.standard_normal((n, n)).astype(np.float32)
-        mm.matmul(a, b, block_m=128, block_n=128, block_k=32, num_threads=threads)
-        ours = do_bench(lambda: mm.matmul(a, b, block_m=128, block_n=128, block_k=32,
-                                          num_threads=threads))
-        ref = do_bench(lambda: a @ b)
-        flops = 2 * n ** 3
-        rows.append((f"matmul fp32 {n}^3", flops / ours / 1e6, flops / ref / 1e6))
-    return rows
+    a = rng.standard_normal((n, n)).astype(np.float32)
+    b = rng.standard_normal((n, n)).astype(np.float32)
+    kw = dict(block_m=128, block_n=128, block_k=32, num_threads=threads)
+    mm.matmul(a, b, **kw)
+    ours = do_bench(lambda: mm.matmul(a, b, **kw))
+    ref = do_bench(lambda: a @ b)
+    gf = 2 * n ** 3 / 1e6
+    return {"name": f"matmul fp32 {n}^3", "unit": "GFLOP/s", "higher": True,
+            "mutile": gf / ours, "numpy": gf / ref}
 
 
-def bench_attention(heads, seq, d, threads, rng):
+def _attention(heads, seq, d, threads, rng):
     from .kernels import flash_attention as fa
     q, k, v = (rng.standard_normal((heads, seq, d)).astype(np.float32) for _ in range(3))
     fa.attention(q, k, v, num_threads=threads)
@@ -69,57 +72,183 @@ def bench_attention(heads, seq, d, threads, rng):
         return (s / s.sum(-1, keepdims=True)) @ v
 
     ref = do_bench(naive, rep=5)
-    return ours, ref
+    return {"name": f"attention fwd {heads}h seq{seq} d{d} fp32", "unit": "ms", "higher": False,
+            "mutile": ours, "numpy": ref}
 
 
 _COMPILE_SNIPPET = r"""
-import os, sys, time, numpy as np
-t0 = time.perf_counter()
+import time
+t = time.perf_counter()
+import numpy as np
+import mutile, mutile.backends.llvm, mutile.runtime.compile
 from mutile.kernels import flash_attention as fa
+t_import = time.perf_counter() - t
 q = np.ones((1, 64, 64), np.float32)
-t1 = time.perf_counter()
+t = time.perf_counter()
 k = fa.attention_fwd_kernel.warmup(q, q, q, q, 64, 64, 0.1, 4096, 64, 4096, 64, 4096, 64,
                                    HEAD_DIM=64, BLOCK_M=64, BLOCK_N=64, CAUSAL=True, grid=(1,))
-t2 = time.perf_counter()
-print(t2 - t1, k.metadata["cache_hit"])
+print(time.perf_counter() - t, k.metadata["cache_hit"], t_import)
 """
 
 
-def bench_compile():
-    """Cold (empty cache dir) and warm (disk cache) compile of the attention kernel,
-    each in a fresh process."""
-    out = []
+def _compile_times():
+    """Cold (empty cache) and warm (disk cache) compile of the attention kernel, each
+    in a fresh process so nothing is cached in memory."""
+    rows = []
     with tempfile.TemporaryDirectory() as d:
         env = dict(os.environ, MUTILE_CACHE_DIR=d)
-        for _ in range(2):
+        for label in ("cold (empty cache)", "warm (disk cache)"):
             r = subprocess.run([sys.executable, "-c", _COMPILE_SNIPPET], env=env,
                                capture_output=True, text=True, check=True)
-            secs, hit = r.stdout.split()
-            out.append((float(secs), hit == "True"))
-    return out
+            secs, hit, t_import = r.stdout.split()[:3]
+            rows.append({"name": f"compile {label}", "unit": "ms", "higher": False,
+                         "mutile": float(secs) * 1e3, "cache_hit": hit == "True"})
+    rows.append({"name": "import mutile + llvmlite (once a process)", "unit": "ms",
+                 "higher": False, "mutile": float(t_import) * 1e3})
+    return rows
 
 
-def run_bench(quick: bool = False, backend: str = "llvm") -> int:
+def measure(quick: bool, compile_times: bool = True) -> dict:
+    """Every benchmark row of this version of mutile (``mutile bench --json``), with
+    numpy and mutile on the same number of threads (OPENBLAS_NUM_THREADS)."""
+    rng = np.random.default_rng(0)
+    threads = _threads()
+    tag = f" ({threads} thread{'s' if threads > 1 else ''})"
+    rows = [_matmul(n, threads, rng) for n in ((256, 512) if quick else (512, 1024))]
+    rows.append(_attention(*((4, 512, 64) if quick else (8, 1024, 64)), threads, rng))
+    for r in rows:
+        r["name"] += tag
+    if compile_times:
+        rows += _compile_times()
+    return {"threads": threads, "rows": rows}
+
+
+# ---------------------------------------------------------------- the previous version
+def _git(repo, *args) -> str:
+    return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True,
+                          check=True).stdout.strip()
+
+
+def _default_baseline(repo) -> str:
+    dirty = _git(repo, "status", "--porcelain", "--untracked-files=no")
+    return "HEAD" if dirty else "HEAD~1"
+
+
+def install_baseline(repo: Path, rev: str, into: Path) -> Path:
+    """Lay mutile at git revision ``rev`` out under ``into/site`` as an install would
+    (``backends/``, ``grammar/`` and ``kernels/`` inside the ``mutile`` package, as
+    pyproject.toml's package-dir maps them); no network, no build step."""
+    src = into / "src"
+    src.mkdir(parents=True)
+    archive = subprocess.run(["git", "-C", str(repo), "archive", rev], capture_output=True,
+                             check=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(src)], input=archive, check=True)
+    pkg = into / "site" / "mutile"
+    shutil.copytree(src / "mutile", pkg)
+    for sub in ("backends", "grammar", "kernels"):
+        if (src / sub).is_dir():
+            shutil.copytree(src / sub, pkg / sub)
+    return into / "site"
+
+
+def _run_json(quick, threads, pythonpath=None, compile_times=True) -> dict:
+    """One worker process measuring one version at ``threads`` threads."""
+    env = dict(os.environ, OPENBLAS_NUM_THREADS=str(threads), OMP_NUM_THREADS=str(threads))
+    if pythonpath:
+        env["PYTHONPATH"] = str(pythonpath)
+    cmd = [sys.executable, "-m", "mutile", "bench", "--json"] + (["--quick"] if quick else [])
+    if not compile_times:
+        cmd.append("--no-compile")
+    r = subprocess.run(cmd, env=env, capture_output=True, text=True, cwd=tempfile.gettempdir())
+    if r.returncode != 0:
+        raise RuntimeError((r.stderr or r.stdout).strip().splitlines()[-1:] or ["failed"])
+    return json.loads(r.stdout)
+
+
+def _median_rows(runs):
+    out = {}
+    for run in runs:
+        for row in run["rows"]:
+            out.setdefault(row["name"], []).append(row)
+    merged = {}
+    for name, rows in out.items():
+        merged[name] = dict(rows[0], mutile=statistics.median(r["mutile"] for r in rows))
+        if "numpy" in rows[0]:
+            merged[name]["numpy"] = statistics.median(r["numpy"] for r in rows)
+    return merged
+
+
+# ---------------------------------------------------------------- tables
+def _row(cols, widths):
+    return "  ".join(str(c).rjust(w) if i else str(c).ljust(w)
+                     for i, (c, w) in enumerate(zip(cols, widths)))
+
+
+def _ratio(ours, other, higher):
+    return ours / other if higher else other / ours
+
+
+def run_bench(quick: bool = False, backend: str = "llvm", baseline: str | None = None,
+              as_json: bool = False, compile_times: bool = True) -> int:
     if backend != "llvm":
         print(f"mutile bench: backend '{backend}' is not available yet", file=sys.stderr)
         return 2
-    rng = np.random.default_rng(0)
-    threads = _threads()
-    print(f"mutile bench — {_cpu_name()}, {os.cpu_count()} cores; numpy (OpenBLAS) threads: "
-          f"{threads}; mutile JIT threads: {threads}; medians of repeated runs\n")
-    sizes = [256, 512] if quick else [512, 1024]
-    w = [24, 14, 14, 10]
-    print(_row(["matmul", "mutile GFLOP/s", "numpy GFLOP/s", "ratio"], w))
-    for name, ours, ref in bench_matmul(sizes, threads, rng):
-        print(_row([name, f"{ours:.1f}", f"{ref:.1f}", f"{ours / ref:.2f}"], w))
-    heads, seq = (4, 512) if quick else (8, 1024)
-    ours, ref = bench_attention(heads, seq, 64, threads, rng)
+    if as_json:
+        print(json.dumps(measure(quick, compile_times)))
+        return 0
+    repo = Path(__file__).resolve().parent.parent
+    in_git = (repo / ".git").exists()
+    base_site, base_note = None, ""
+    tmp = tempfile.TemporaryDirectory()
+    if baseline != "none" and in_git:
+        rev = baseline or _default_baseline(repo)
+        try:
+            label = _git(repo, "rev-parse", "--short", rev)
+            base_site = install_baseline(repo, rev, Path(tmp.name))
+            base_note = f"{rev} ({label})"
+        except (subprocess.CalledProcessError, OSError) as e:
+            base_note = f"unavailable: could not install {rev} ({e})"
+    elif baseline != "none":
+        base_note = "unavailable: not run from a git checkout (use --baseline none)"
+    ours_runs, base_runs = [], []
+    all_threads = os.cpu_count() or 1
+    configs = [(1, False), (all_threads, True)] if all_threads > 1 else [(1, True)]
+    for _ in range(2):                      # alternate, so both see the same noise
+        for threads, ct in configs:
+            ours_runs.append(_run_json(quick, threads, compile_times=ct))
+            if base_site is None:
+                continue
+            try:
+                base_runs.append(_run_json(quick, threads, base_site, compile_times=ct))
+            except (RuntimeError, json.JSONDecodeError) as e:
+                base_note, base_site = f"unavailable: {base_note} failed to run ({e})", None
+    ours = _median_rows(ours_runs)
+    print(f"mutile bench — {_cpu_name()}, {all_threads} cores; each row runs numpy (OpenBLAS) "
+          "and mutile's JIT on the same number of threads; medians of repeated runs, "
+          "two alternating rounds\n")
+    w = [40, 10, 10, 9, 8]
+    print(_row(["vs numpy", "unit", "mutile", "numpy", "ratio"], w))
+    for r in ours.values():
+        if "numpy" in r:
+            print(_row([r["name"], r["unit"], f"{r['mutile']:.1f}", f"{r['numpy']:.1f}",
+                        f"{_ratio(r['mutile'], r['numpy'], r['higher']):.2f}x"], w))
+    print("  (ratio > 1: mutile is faster)\n")
+    for r in ours.values():
+        if "numpy" not in r:
+            hit = ("" if r.get("cache_hit", True) == (not r["name"].startswith("compile cold"))
+                   else "  UNEXPECTED cache result")
+            print(_row([r["name"], r["unit"], f"{r['mutile']:.1f}", "", ""], w) + hit)
     print()
-    print(_row(["attention fwd", "mutile ms", "naive numpy ms", "speedup"], w))
-    print(_row([f"{heads}h seq{seq} d64 fp32", f"{ours:.1f}", f"{ref:.1f}", f"{ref / ours:.2f}"], w))
-    print()
-    (cold, _), (warm, hit) = bench_compile()
-    print(_row(["compile (attention)", "seconds", "", "cache hit"], w))
-    print(_row(["cold (empty cache)", f"{cold:.3f}", "", "no"], w))
-    print(_row(["warm (disk cache)", f"{warm:.3f}", "", "yes" if hit else "NO"], w))
+    if not base_runs:
+        print(f"vs previous version: {base_note or 'skipped (--baseline none)'}")
+        return 0
+    base = _median_rows(base_runs)
+    print(_row([f"vs previous version {base_note}", "unit", "now", "before", "ratio"], w))
+    for name, r in ours.items():
+        if name in base:
+            b = base[name]
+            print(_row([name, r["unit"], f"{r['mutile']:.1f}", f"{b['mutile']:.1f}",
+                        f"{_ratio(r['mutile'], b['mutile'], r['higher']):.2f}x"], w))
+    print("  (ratio > 1: now is faster)")
+    tmp.cleanup()
     return 0

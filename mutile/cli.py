@@ -141,6 +141,10 @@ def main(argv=None) -> int:
     pb = sub.add_parser("bench", help="speed tables: mutile vs numpy, side by side")
     pb.add_argument("--quick", action="store_true", help="smaller sizes")
     pb.add_argument("--backend", default="llvm")
+    pb.add_argument("--baseline", default=None, metavar="REV",
+                    help="git revision to compare with (default: the last commit; 'none' to skip)")
+    pb.add_argument("--json", action="store_true", help="print this version's figures as JSON")
+    pb.add_argument("--no-compile", action="store_true", help="with --json: skip compile times")
     args = p.parse_args(argv)
     try:
         return _dispatch(args)
@@ -155,7 +159,8 @@ def _dispatch(args) -> int:
     if args.cmd == "ir":
         return cmd_ir(args)
     from .bench import run_bench
-    return run_bench(quick=args.quick, backend=args.backend)
+    return run_bench(quick=args.quick, backend=args.backend, baseline=args.baseline,
+                     as_json=args.json, compile_times=not args.no_compile)
 
 
 if __name__ == "__main__":

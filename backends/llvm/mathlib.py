@@ -53,7 +53,8 @@ UNARY = frozenset({"exp", "exp2", "log", "log2", "sqrt", "rsqrt", "sin", "cos",
 
 # --- f32 constants --------------------------------------------------------
 _LOG2E = 1.4426950216293335
-_LOG2E_M1 = 0.4426950514316559          # log2(e) - 1, rounded separately
+_LOG2E_M1 = 0.4426950514316559          # f32(log2(e) - 1)
+_LOG2E_M1_LO = -1.0542692052695202e-08  # f32(log2(e) - 1 - LOG2E_M1)
 _LN2_HI = 0.6931471824645996            # f32(ln 2)
 _LN2_LO = -1.9046542121259336e-09       # f32(ln 2 - LN2_HI)
 _TWO_OVER_PI = 0.6366197466850281
@@ -245,10 +246,17 @@ def _log_parts(c: _Ctx, x):
     k = b.add(b.sub(b.ashr(ix, c.i(23)), c.i(127)), kadj)
     m = b.bitcast(b.add(b.and_(ix, c.i(0x007FFFFF)), c.i(0x3F3504F3)), c.ty)
     f = b.fsub(m, c.f(1.0))  # exact (Sterbenz)
-    s = b.fdiv(f, b.fadd(f, c.f(2.0)))
+    d = b.fadd(f, c.f(2.0))
+    s = b.fdiv(f, d)
+    # s_lo ~= f/(2+f) - s: the division residual and the rounding error of
+    # d (both exact), scaled by a 1%-accurate 1/(2+f).
+    d_err = b.fsub(f, b.fsub(d, c.f(2.0)))
+    resid = c.fma(b.fneg(s), d_err, c.fma(b.fneg(s), d, f))
+    s_lo = b.fmul(resid, c.fma(f, c.f(-0.25), c.f(0.5)))
     z = b.fmul(s, s)
     big_r = b.fmul(z, c.poly(z, _LOG_H))
-    corr = b.fmul(s, b.fsub(f, big_r))
+    f_r = b.fsub(f, big_r)
+    corr = c.fma(s, f_r, b.fmul(s_lo, f_r))
     return b.sitofp(k, c.ty), f, corr
 
 
@@ -270,8 +278,10 @@ def _log_f32(c: _Ctx, x):
 def _log2_f32(c: _Ctx, x):
     b = c.b
     kf, f, corr = _log_parts(c, x)
-    # log2(1+f) = (f - corr) * log2(e) = f + (f*(log2e - 1) - corr*log2e)
-    u = c.fma(f, c.f(_LOG2E_M1), b.fneg(b.fmul(corr, c.f(_LOG2E))))
+    # log2(1+f) = (f - corr) * log2(e) = f + (f*(log2e - 1) - corr*log2e),
+    # with log2(e) - 1 as a two-part constant.
+    w = c.fma(f, c.f(_LOG2E_M1_LO), b.fneg(b.fmul(corr, c.f(_LOG2E))))
+    u = c.fma(f, c.f(_LOG2E_M1), w)
     return _log_specials(c, x, b.fadd(kf, b.fadd(f, u)))
 
 

@@ -72,10 +72,8 @@ class tensor:
 
     @property
     def numel(self) -> int:
-        n = 1
-        for d in self.shape:
-            n *= d
-        return n
+        t = self.handle.type
+        return t.numel if isinstance(t, T.TileType) else 1
 
     def __repr__(self) -> str:
         return f"tensor<{self.type}>"

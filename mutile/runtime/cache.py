@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import importlib
 import inspect
 import os
 import pickle
@@ -27,30 +28,54 @@ def compiler_hash() -> str:
     """Hash of every source and grammar file of mutile and its backends."""
     import mutile
     h = hashlib.sha256()
-    roots = [Path(mutile.__file__).parent]
-    try:
-        from mutile import backends
-        roots.append(Path(backends.__file__).parent)
-        from mutile import grammar
-        roots.append(Path(grammar.__file__).parent)
-    except ImportError:  # pragma: no cover - partial installs
-        pass
-    seen = set()
-    for root in roots:
-        for p in sorted(root.rglob("*")):
-            if p.suffix in (".py", ".lark") and p.resolve() not in seen:
-                seen.add(p.resolve())
-                h.update(str(p.relative_to(root)).encode())
-                h.update(p.read_bytes())
+    roots = [os.path.dirname(mutile.__file__)]
+    for sub in ("backends", "grammar"):
+        try:
+            mod = importlib.import_module(f"mutile.{sub}")
+        except ImportError:  # pragma: no cover - partial installs
+            continue
+        roots.append(os.path.dirname(mod.__file__))
+    for root in dict.fromkeys(roots):
+        for dirpath, dirnames, filenames in os.walk(root):
+            dirnames[:] = sorted(d for d in dirnames if d != "__pycache__")
+            for name in sorted(filenames):
+                if name.endswith((".py", ".lark")):
+                    path = os.path.join(dirpath, name)
+                    h.update(path[len(root):].encode())
+                    with open(path, "rb") as f:
+                        h.update(f.read())
     return h.hexdigest()
 
 
-def source_hash(fn) -> str:
+_FILE_HASHES: dict = {}
+
+
+def _file_hash(path: str) -> str | None:
+    """sha256 of a source file, cached while its size and mtime stay the same."""
     try:
-        src = inspect.getsource(fn)
-    except (OSError, TypeError):
-        src = repr(fn.__code__.co_code)
-    return hashlib.sha256(src.encode()).hexdigest()
+        st = os.stat(path)
+    except OSError:
+        return None
+    key = (path, st.st_mtime_ns, st.st_size)
+    h = _FILE_HASHES.get(key)
+    if h is None:
+        with open(path, "rb") as f:
+            h = hashlib.sha256(f.read()).hexdigest()
+        _FILE_HASHES[key] = h
+    return h
+
+
+def source_hash(fn) -> str:
+    """A hash that changes whenever ``fn``'s source may have changed: its file's content
+    (so editing anything in that file counts) plus its name and first line."""
+    code = fn.__code__
+    fh = _file_hash(code.co_filename)
+    if fh is None:                      # no file (an interactive session): hash the text
+        try:
+            fh = hashlib.sha256(inspect.getsource(fn).encode()).hexdigest()
+        except (OSError, TypeError):
+            fh = hashlib.sha256(code.co_code).hexdigest()
+    return f"{fh}:{fn.__qualname__}:{code.co_firstlineno}"
 
 
 def cache_dir() -> Path:

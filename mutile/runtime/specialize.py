@@ -6,6 +6,7 @@ import numpy as np
 
 from ..errors import LaunchError
 from ..ir import types as T
+from ..language.semantic import SemanticError, python_scalar_type
 
 _SIG_NAMES = {"fp8e4nv": T.f8e4m3, "fp8e4": T.f8e4m3, "fp8e5": T.f8e5m2, "fp16": T.f16,
               "bf16": T.bf16, "fp32": T.f32, "fp64": T.f64, "i1": T.i1, "i8": T.i8,
@@ -51,14 +52,10 @@ def runtime_type(name: str, value) -> T.Type:
     if isinstance(value, (bool, np.bool_)):
         return T.i1
     if isinstance(value, (int, np.integer)):
-        v = int(value)
-        if -2**31 <= v < 2**31:
-            return T.i32
-        if -2**63 <= v < 2**63:
-            return T.i64
-        if 0 <= v < 2**64:
-            return T.u64
-        raise LaunchError(f"argument '{name}': integer {v} does not fit in 64 bits")
+        try:
+            return python_scalar_type(int(value))   # the same widths as kernel literals
+        except SemanticError as e:
+            raise LaunchError(f"argument '{name}': {e}") from None
     if isinstance(value, (float, np.floating)):
         return T.f32
     if value is None:
