@@ -226,7 +226,7 @@ def run_bench(quick: bool = False, backend: str = "llvm", baseline: str | None =
     print(f"mutile bench — {_cpu_name()}, {all_threads} cores; each row runs numpy (OpenBLAS) "
           "and mutile's JIT on the same number of threads; medians of repeated runs, "
           "two alternating rounds\n")
-    w = [40, 10, 10, 9, 8]
+    w = [46, 8, 9, 9, 8]
     print(_row(["vs numpy", "unit", "mutile", "numpy", "ratio"], w))
     for r in ours.values():
         if "numpy" in r:
