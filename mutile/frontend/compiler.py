@@ -156,8 +156,12 @@ class KernelCompiler:
             prefix = unwrap(args[0]) if args and isinstance(unwrap(args[0]), str) else ""
             rest = args[1:] if prefix or (args and isinstance(unwrap(args[0]), str)) else args
             return gen.call_builtin(ml.device_print, [prefix] + list(rest), {}, node)
-        if fn is builtins.range:
-            return ml.range(*[unwrap(a) for a in args])
+        if fn is builtins.range:       # a kernel's range() is ml.range (keywords included)
+            try:
+                return ml.range(*[unwrap(a) for a in args],
+                                **{k: unwrap(v) for k, v in kwargs.items()})
+            except TypeError as e:
+                gen.fail(node, f"range(): {e}")
         if fn in (builtins.min, builtins.max) and not all(is_static(a) for a in args):
             gen.fail(node, f"{fn.__name__}() on tensors: use ml.minimum/ml.maximum or "
                            f"ml.{fn.__name__}(x, axis)")
