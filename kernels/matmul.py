@@ -55,7 +55,7 @@ def matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K,
     ml.store(c_ptrs, c, mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))
 
 
-def matmul(a, b, activation="", block_m=64, block_n=64, block_k=32, group_m=8,
+def matmul(a, b, activation="", block_m=64, block_n=128, block_k=64, group_m=8,
            input_precision="ieee", out_dtype=None, **launch):
     """Host wrapper: ``act(a @ b)`` for 2-D numpy arrays, output in ``out_dtype``."""
     import numpy as np

@@ -51,7 +51,7 @@ def _matmul(n, threads, rng):
     from .kernels import matmul as mm
     a = rng.standard_normal((n, n)).astype(np.float32)
     b = rng.standard_normal((n, n)).astype(np.float32)
-    kw = dict(block_m=128, block_n=128, block_k=32, num_threads=threads)
+    kw = dict(block_m=64, block_n=128, block_k=64, num_threads=threads)
     mm.matmul(a, b, **kw)
     ours = do_bench(lambda: mm.matmul(a, b, **kw))
     ref = do_bench(lambda: a @ b)
