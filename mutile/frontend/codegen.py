@@ -152,11 +152,11 @@ class CodeGenerator(ControlFlowMixin, ast.NodeVisitor):
         if node.value is None:
             self.fail(node, "a declaration without a value is not supported")
         value = self.visit(node.value)
-        ann = self.src.globals.get(getattr(node.annotation, "attr", ""), None)
-        if isinstance(node.annotation, ast.Attribute) and node.annotation.attr == "constexpr" \
-                and not is_static(value):
+        ann = node.annotation
+        is_constexpr = (isinstance(ann, ast.Attribute) and ann.attr == "constexpr") or \
+            (isinstance(ann, ast.Name) and ann.id == "constexpr")
+        if is_constexpr and not is_static(value):
             self.fail(node, "a constexpr variable needs a compile-time value")
-        del ann
         self.assign(node.target, value)
 
     def visit_AugAssign(self, node):

@@ -15,7 +15,6 @@ from ..errors import CompilationError, Loc
 from ..ir import types as T
 from ..ir.core import Func, Module
 from ..language import core as lc
-from ..language import semantic as S
 from ..language.core import constexpr, tensor
 from .codegen import CodeGenerator, is_jit, is_static, unwrap
 from .source import function_source

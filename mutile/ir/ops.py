@@ -11,7 +11,7 @@ promotes first); their scalar meaning is the row of the same name in
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable
 
 from . import types as T

@@ -17,7 +17,7 @@ import math
 
 import numpy as np
 
-from .types import ScalarType, f32, f64, u8
+from .types import ScalarType, f64, u8
 
 _erf = np.vectorize(math.erf, otypes=[np.float64])
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from ..ir import types as T
 from ..ir.core import Builder
-from .core import _unwrap, constexpr, tensor
+from .core import _unwrap, tensor
 
 
 class SemanticError(Exception):

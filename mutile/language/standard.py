@@ -8,7 +8,7 @@ from __future__ import annotations
 from ..ir import types as T
 from . import semantic as S
 from .core import _unwrap, builtin, constexpr, tensor
-from .semantic import SemanticError, fail
+from .semantic import fail
 
 
 def _const_int(x, what: str) -> int:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..ir import types as T
 from . import semantic as S
-from .core import _unwrap, builtin, constexpr, tensor
+from .core import _unwrap, builtin, tensor
 from .semantic import fail
 from .standard import _const_int, _dtype, _shape, expand_dims, reshape
 
