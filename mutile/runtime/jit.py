@@ -139,7 +139,7 @@ class JITFunction:
         try:
             bound = self.signature.bind(*args, **kwargs)
         except TypeError as e:
-            raise LaunchError(f"{self.fn.__name__}: {e}") from None
+            raise LaunchError(f"{self.fn.__name__}({', '.join(self.params)}): {e}") from None
         bound.apply_defaults()
         options.setdefault("backend", default_backend())
         options["check_bounds"] = bool(options.get("check_bounds")) or _env_flag("MUTILE_CHECK_BOUNDS")
