@@ -282,8 +282,8 @@ def test_do_bench_times_in_milliseconds():
     assert len(times) == 4 and all(2.0 <= t < 500 for t in times)
     modes = {m: do_bench(fn, warmup=0, rep=5, min_seconds=0, return_mode=m)
              for m in ("min", "max", "mean", "median")}
-    assert 2.0 <= modes["min"] <= modes["max"]
-    assert modes["min"] <= modes["mean"] <= modes["max"]
+    # each mode comes from its own run, so only their ranges can be compared
+    assert all(2.0 <= v < 500 for v in modes.values()), modes
     # min_seconds keeps timing past rep
     calls.clear()
     do_bench(fn, warmup=0, rep=1, min_seconds=0.05)
