@@ -177,6 +177,7 @@ class JITFunction:
     def run(self, *args, grid, _compiled=None, **kwargs):
         bound, options = self.bind(args, kwargs)
         spec = self.specialize(bound)
+        g = _check_grid(grid(dict(bound)) if callable(grid) else grid)   # before compiling
         if _compiled is not None:
             for p in self.params:
                 if p in self.constexprs and spec[p] != _compiled.spec[p]:
@@ -189,8 +190,6 @@ class JITFunction:
             k = _compiled
         else:
             k = self._get(spec, options)[0]
-        g = grid(dict(bound)) if callable(grid) else grid
-        g = _check_grid(g)
         k.launch(g, bound, options.get("num_threads"))
         return k
 
