@@ -24,9 +24,11 @@ KERNEL = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64
 VLANES = 8
 FLT_MAX = float(np.finfo(np.float32).max)
 
-# Documented max error in f32 ulp (module docstring); spec bounds are 2/2/4/4.
-ULP_BOUND = {"exp": 1.0, "exp2": 1.0, "log": 1.0, "log2": 1.5, "sin": 1.0,
-             "cos": 1.0, "erf": 2.0, "tanh": 2.0}
+# Max f32 ulp error allowed here: the exhaustively measured maxima in the
+# mathlib docstring (0.98, 0.88, 0.81, 1.15, 0.83, 0.83, 1.08, 1.00) rounded
+# up; the specification only asks for 2 (exp/log/sin/cos) and 4 (erf/tanh).
+ULP_BOUND = {"exp": 1.0, "exp2": 1.0, "log": 1.0, "log2": 1.25, "sin": 1.0,
+             "cos": 1.0, "erf": 1.25, "tanh": 1.25}
 
 _erf = np.frompyfunc(math.erf, 1, 1)
 REF64 = {"exp": np.exp, "exp2": np.exp2, "log": np.log, "log2": np.log2,
