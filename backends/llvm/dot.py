@@ -96,7 +96,7 @@ def _rows_for(n_chunks, num_regs, M, max_rows=None):
 
 
 def emit_dot_f32(b, a_ptr, b_ptr, c_ptr, M, N, K, vec_width=None, num_regs=None,
-                 nvec=2, max_rows=None):
+                 nvec=2, max_rows=None, b_packed=False):
     """Emit ``C[i,j] = fma(A[i,K-1], B[K-1,j], ... fma(A[i,0], B[0,j], C[i,j]))`` for all i, j.
 
     ``a_ptr``/``b_ptr``/``c_ptr`` point at contiguous row-major f32 tiles
@@ -105,7 +105,11 @@ def emit_dot_f32(b, a_ptr, b_ptr, c_ptr, M, N, K, vec_width=None, num_regs=None,
     the host-derived SIMD shape (lanes per vector, vector registers);
     ``nvec`` (vectors per full panel row, NR = nvec * vec_width) and
     ``max_rows`` (cap on MR; default 6 with 16 registers, 12 with 32) are
-    tuning knobs.  The result bits never depend on any of these knobs.
+    tuning knobs.  With ``b_packed`` B is stored panel-major (see
+    :func:`packed_b_width`): B[k, j] at ``j0*K + k*NR + (j - j0)``, ``j0`` the start of
+    j's NR-wide panel, so each row block streams one contiguous panel; this needs
+    N % NR == 0 and the default ``vec_width``/``nvec``.  The result bits never depend
+    on any of these knobs.
     The builder is left positioned after the emitted code.
     """
     M, N, K = (operator.index(d) for d in (M, N, K))  # TypeError for non-integers
@@ -119,12 +123,24 @@ def emit_dot_f32(b, a_ptr, b_ptr, c_ptr, M, N, K, vec_width=None, num_regs=None,
     for j_start, n_panels, chunks, mr in plan_blocking(M, N, vec_width, num_regs,
                                                        nvec, max_rows):
         nr = chunks[-1][0] + chunks[-1][1]
+        if b_packed and nr != packed_b_width(N):
+            raise ValueError("emit_dot_f32: packed B needs N %% %d == 0" % nr)
         with _blocks(b, j_start, n_panels, nr, "dot.j") as j0:
             n_rows_full = M // mr
             with _blocks(b, 0, n_rows_full, mr, "dot.i") as i0:
-                kern.block(i0, j0, mr, chunks)
+                kern.block(i0, j0, mr, chunks, nr if b_packed else 0)
             if M % mr:
-                kern.block(_i64(n_rows_full * mr), j0, M % mr, chunks)
+                kern.block(_i64(n_rows_full * mr), j0, M % mr, chunks, nr if b_packed else 0)
+
+
+def packed_b_width(N):
+    """Return NR when a KxN B may be stored panel-major for :func:`emit_dot_f32`, else 0.
+
+    Panel-major needs N a multiple of NR (host vectors, default ``nvec``) and more than
+    one panel (no IR).
+    """
+    nr = 2 * host_simd()[0]
+    return nr if N % nr == 0 and N > nr else 0
 
 
 class _Kernel:
@@ -143,9 +159,16 @@ class _Kernel:
         ty = F32 if width == 1 else ir.VectorType(F32, width)
         return self.b.load(self._ptr(base, idx), typ=ty, align=4)
 
-    def block(self, i0, j0, mr, chunks):
-        """Emit load-C / k loop of fmas / store-C for rows i0..i0+mr and the given column chunks."""
+    def block(self, i0, j0, mr, chunks, packed_nr=0):
+        """Emit load-C / k loop of fmas / store-C for rows i0..i0+mr and the given column chunks.
+
+        ``packed_nr``: B is panel-major with panels that wide (0: row-major).
+        """
         b, N, K = self.b, self.N, self.K
+        if packed_nr:
+            b_base, b_stride = b.mul(j0, _i64(K)), packed_nr
+        else:
+            b_base, b_stride = j0, N
         c_rows = [b.add(b.mul(b.add(i0, _i64(r)), _i64(N)), j0) for r in range(mr)]
         init = [[self._load(self.c, b.add(c_rows[r], _i64(o)), w) for o, w in chunks]
                 for r in range(mr)]
@@ -163,7 +186,7 @@ class _Kernel:
             for phi, v in zip(row_phis, row_init):
                 phi.add_incoming(v, pre)
 
-        b_row = b.add(b.mul(k, _i64(N)), j0)
+        b_row = b.add(b.mul(k, _i64(b_stride)), b_base)
         bvecs = [self._load(self.bm, b.add(b_row, _i64(o)), w) for o, w in chunks]
         new = []
         for r in range(mr):

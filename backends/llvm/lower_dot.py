@@ -8,6 +8,10 @@
 * any other float accumulator (f64, f16, bf16): ``c = round_acc(fma_f64(a, b, c))``
   per k, the fma computed in f64 from exactly widened operands.
 
+A loaded f32 B whose only use is this dot arrives panel-major (``PackedBuffer``: the
+load stores each NR-wide column panel contiguously, see :func:`packs_b`), so the
+micro-kernel streams it; the values, hence the bits, are the same.
+
 The result is written into acc's buffer when acc is read only by this dot (the usual
 ``acc = dot(a, b, acc)`` of a loop), else into a copy.
 """
@@ -19,9 +23,18 @@ from mutile.ir import types as T
 
 from . import dot as dot_kernel
 from .lower_context import CHUNK, I64, LowerContext, lowers
-from .lower_tiles import Buffer
+from .lower_tiles import Buffer, PackedBuffer
 
 _F32_EXACT = ("f32", "f16", "bf16", "f8e4m3", "f8e5m2")
+
+
+def packs_b(ctx, op, v) -> bool:
+    """True if ``dot`` ``op`` takes ``v`` (its only use) as an f32 B it can read panel-major."""
+    a_v, b_v, acc_v = op.operands
+    return (b_v is v and a_v is not v and acc_v is not v and v.type.element == T.f32
+            and acc_v.type.element == T.f32 and op.attrs["input_precision"] != "tf32"
+            and ctx.analysis.sole_local_use(v, op)
+            and dot_kernel.packed_b_width(v.type.shape[1]) > 0)
 
 
 def _f32_buffer(ctx, v, t, tf32: bool) -> Buffer:
@@ -103,7 +116,8 @@ def lower_dot(ctx: LowerContext, op) -> None:
         tf32 = op.attrs["input_precision"] == "tf32" and et == T.f32
         Af = _f32_buffer(ctx, A, et, tf32)
         Bf = _f32_buffer(ctx, B, et, tf32)
-        dot_kernel.emit_dot_f32(ctx.b, Af.ptr, Bf.ptr, C.ptr, M, N, K)
+        packed = isinstance(Bf, PackedBuffer)
+        dot_kernel.emit_dot_f32(ctx.b, Af.ptr, Bf.ptr, C.ptr, M, N, K, b_packed=packed)
     elif at.is_floating() or et.is_int():
         _generic(ctx, ctx.materialize(A), ctx.materialize(B), C, et, at, M, K, N)
     else:

@@ -19,9 +19,11 @@ from llvmlite import ir
 
 from mutile.ir.types import PointerType
 
+from .dot import packed_b_width
 from .lower_context import CHUNK, I1, I32, I64, PTR, LowerContext, lowers
+from .lower_dot import packs_b
 from .lower_sep import last_dim_layout, ptr_sep_add, sep_of
-from .lower_tiles import Expr, Sep, SepVal, Uniform
+from .lower_tiles import Expr, PackedBuffer, Sep, SepVal, Uniform
 
 FAULT_BOUNDS, FAULT_ASSERT = 1, 2
 
@@ -257,20 +259,33 @@ def lower_load(ctx: LowerContext, op) -> None:
         return
     if ctx.check_bounds:
         check_tile(ctx, op, P, M, t)
-    out = ctx.alloc(rt)
+    out = _load_buffer(ctx, op, rt)
+    dest = out.index if isinstance(out, PackedBuffer) else (lambda _ctx, f: f)
 
     def rows_body(f, addr, w):
         m = M.chunk(ctx, f, w) if M is not None else None
         o = O.chunk(ctx, f, w) if (O is not None and m is not None) else None
-        ctx.store_elems(out.ptr, t, f, masked_load(ctx, addr, t, w, m, o))
+        ctx.store_elems(out.ptr, t, dest(ctx, f), masked_load(ctx, addr, t, w, m, o))
 
     def gather_body(f, addrs, w):
         m = M.chunk(ctx, f, w) if M is not None else None
         o = O.chunk(ctx, f, w) if (O is not None and m is not None) else None
-        ctx.store_elems(out.ptr, t, f, gather(ctx, addrs, t, m, o))
+        ctx.store_elems(out.ptr, t, dest(ctx, f), gather(ctx, addrs, t, m, o))
 
     _access(ctx, P, rt, rows_body, gather_body, prefetch=ctx.options.get("prefetch", True))
     ctx.bind(op.result, out)
+
+
+def _load_buffer(ctx, op, rt):
+    """The loaded tile's buffer: panel-major (:class:`PackedBuffer`) when its only use is
+    as the B of a ``dot`` that reads that layout and the load's chunks fit its panels."""
+    users = ctx.analysis.uses.get(id(op.result), ())
+    if len(rt.shape) == 2 and len(users) == 1 and users[0].name == "dot":
+        nr = packed_b_width(rt.shape[1])
+        if packs_b(ctx, users[0], op.result) and nr % min(CHUNK, rt.shape[1]) == 0:
+            out = ctx.alloc(rt)
+            return PackedBuffer(out.ptr, rt, nr)
+    return ctx.alloc(rt)
 
 
 @lowers("store")

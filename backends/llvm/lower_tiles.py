@@ -79,6 +79,36 @@ class Buffer(TileVal):
         return True
 
 
+class PackedBuffer(Buffer):
+    """A 2-D (K x N) buffer stored panel-major for ``dot``'s B: element ``[k, j]`` at
+    ``j0*K + k*nr + (j - j0)``, ``j0 = j - j % nr`` (N a multiple of ``nr``)."""
+
+    def __init__(self, ptr, type: TileType, nr: int):
+        super().__init__(ptr, type)
+        self.nr = nr
+
+    def index(self, ctx, f):
+        """The storage index (i64 or vector) of flat row-major index ``f``."""
+        b = ctx.b
+        K, N = self.type.shape
+        w = f.type.count if isinstance(f.type, ir.VectorType) else 1
+
+        def c(v):
+            return ctx.splat(ir.Constant(I64, v), w)
+        k, j = b.udiv(f, c(N)), b.urem(f, c(N))
+        in_panel = b.urem(j, c(self.nr))
+        j0 = b.sub(j, in_panel)
+        return b.add(b.add(b.mul(j0, c(K)), b.mul(k, c(self.nr))), in_panel)
+
+    def chunk(self, ctx, f, w):
+        if self.nr % w == 0:
+            return ctx.load_elems(self.ptr, self.type.element, self.index(ctx, f), w)
+        return self.gather(ctx, ctx.iota_from(f, w))
+
+    def gather(self, ctx, idx):
+        return ctx.gather_elems(self.ptr, self.type.element, self.index(ctx, idx))
+
+
 class Uniform(TileVal):
     """Every element equals the scalar ``value`` (a splat or a constant tile)."""
 
