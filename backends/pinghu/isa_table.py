@@ -1,0 +1,185 @@
+"""The instruction rows, generated from small family tables (imported by :mod:`.isa`).
+
+Order is the opcode order: append new families at the end of their unit's section; a
+binary records :func:`~.isa.table_hash` so a reordered table never misreads old bytes.
+Type suffixes: ``F`` float, ``S``/``U`` signed/unsigned integer, ``B`` raw bits. A 64-bit
+operand is an aligned register pair (low word in the even register), 128-bit a quad.
+"""
+from __future__ import annotations
+
+from .isa import define
+from .operands import dst, imm, label, mem, pdst, pred, reg, sreg
+
+WIDTH = {"F64": 2, "S64": 2, "U64": 2, "B64": 2}          # registers per value (default 1)
+IMM = {"F32": "f32", "S32": "s32", "U32": "u32", "S64": "s32", "U64": "u32", "B32": "b32"}
+CMP = {"EQ": "==", "NE": "!=", "LT": "<", "LE": "<=", "GT": ">", "GE": ">="}
+
+
+def w(t: str) -> int:
+    """Registers one value of type ``t`` occupies."""
+    return WIDTH.get(t, 1)
+
+
+def lat(t: str) -> str:
+    """The latency class of a simple ALU op on type ``t``."""
+    return "fp64" if t == "F64" else "alu64" if w(t) == 2 else "alu"
+
+
+def src(name: str, t: str, immediate: bool = True, c: bool = True):
+    """A source slot of type ``t``: register or run, plus its immediate kind and c[...]."""
+    return reg(name, w(t), IMM.get(t, "") if immediate else "", c)
+
+
+def binary(name: str, t: str, doc: str, latency: str = "", **attrs):
+    """``d, a, b`` with b taking an immediate or a parameter."""
+    define(f"ALU.{name}.{t}", "ALU", latency or lat(t), [dst("d", w(t)), src("a", t, False, False),
+           src("b", t)], doc, family=f"ALU.{name}", type=t, **attrs)
+
+
+# ---------------------------------------------------------------- ALU: floats
+for _n, _d in [("FADD", "d = a + b"), ("FSUB", "d = a - b"), ("FMUL", "d = a * b"),
+               ("FDIV", "d = a / b, correctly rounded (virtual: hardware expands it)"),
+               ("FMNMX.MIN", "d = min(a, b); a NaN loses to a number"),
+               ("FMNMX.MAX", "d = max(a, b); a NaN loses to a number")]:
+    for _t in ("F32", "F64"):
+        binary(_n, _t, _d, "div" if _n == "FDIV" else "")
+for _t in ("F32", "F64"):
+    define(f"ALU.FFMA.{_t}", "ALU", lat(_t), [dst("d", w(_t)), src("a", _t, False, False),
+           src("b", _t), src("c", _t, False)], "d = a * b + c, rounded once",
+           family="ALU.FFMA", type=_t)
+for _m, _d in [("RN", "to nearest even"), ("RM", "toward -inf (floor)"),
+               ("RP", "toward +inf (ceil)"), ("RZ", "toward zero (trunc)")]:
+    for _t in ("F32", "F64"):
+        define(f"ALU.FRND.{_m}.{_t}", "ALU", lat(_t), [dst("d", w(_t)), src("a", _t, False)],
+               f"d = a rounded to an integral value {_d}", family="ALU.FRND", mode=_m, type=_t)
+for _c, _op in CMP.items():
+    for _t in ("F32", "F64"):
+        _d = "unordered: true if a or b is NaN" if _c == "NE" else "ordered: false on NaN"
+        define(f"ALU.FSETP.{_c}.{_t}", "ALU", lat(_t), [pdst("p"), src("a", _t, False, False),
+               src("b", _t)], f"p = a {_op} b ({_d})", family="ALU.FSETP", cmp=_c, type=_t)
+
+# ---------------------------------------------------------------- ALU: integers
+for _t in ("S32", "S64"):
+    binary("IADD", _t, "d = a + b (wraps)")
+    binary("ISUB", _t, "d = a - b (wraps)")
+    binary("IMUL", _t, "d = the low bits of a * b", "imul")
+for _t in ("S32", "U32"):
+    binary("IMUL.HI", _t, "d = the high 32 bits of the 64-bit product a * b", "imul")
+define("ALU.IMAD.S32", "ALU", "imul", [dst("d"), src("a", "S32", False, False), src("b", "S32"),
+       src("c", "S32", False)], "d = a * b + c (low 32 bits)", family="ALU.IMAD", type="S32")
+for _t in ("S32", "U32"):
+    define(f"ALU.IMAD.WIDE.{_t}", "ALU", "imul", [dst("d", 2), src("a", _t, False, False),
+           src("b", _t), reg("c", 2, c=True)],
+           f"d (64-bit) = {'sign' if _t == 'S32' else 'zero'}-extended a * b + c (64-bit)",
+           family="ALU.IMAD.WIDE", type=_t)
+for _t in ("S32", "U32", "S64", "U64"):
+    binary("IDIV", _t, "d = a / b truncated toward zero; a / 0 = all ones", "div")
+    binary("IREM", _t, "d = a % b with the sign of a; a % 0 = a", "div")
+    binary("IMNMX.MIN", _t, "d = min(a, b)")
+    binary("IMNMX.MAX", _t, "d = max(a, b)")
+for _t in ("S32", "S64"):
+    define(f"ALU.IABS.{_t}", "ALU", lat(_t), [dst("d", w(_t)), src("a", _t, False)],
+           "d = |a| (the minimum value stays itself)", family="ALU.IABS", type=_t)
+for _c, _op in CMP.items():
+    for _t in ("S32", "U32", "S64", "U64"):
+        define(f"ALU.ISETP.{_c}.{_t}", "ALU", lat(_t), [pdst("p"), src("a", _t, False, False),
+               src("b", _t)], f"p = a {_op} b ({'signed' if _t[0] == 'S' else 'unsigned'})",
+               family="ALU.ISETP", cmp=_c, type=_t)
+for _n, _op in [("AND", "&"), ("OR", "|"), ("XOR", "^")]:
+    for _t in ("B32", "B64"):
+        binary(f"LOP.{_n}", _t, f"d = a {_op} b", op=_n)
+for _t in ("B32", "B64"):
+    define(f"ALU.SHL.{_t}", "ALU", lat(_t), [dst("d", w(_t)), src("a", _t, False, False),
+           src("b", "U32")], "d = a << b; b >= the width gives 0", family="ALU.SHL", type=_t)
+for _t in ("S32", "U32", "S64", "U64"):
+    _d = "arithmetic; b >= the width gives the sign fill" if _t[0] == "S" else \
+        "logical; b >= the width gives 0"
+    define(f"ALU.SHR.{_t}", "ALU", lat(_t), [dst("d", w(_t)), src("a", _t, False, False),
+           src("b", "U32")], f"d = a >> b, {_d}", family="ALU.SHR", type=_t)
+for _t in ("B32", "B64"):
+    define(f"ALU.SEL.{_t}", "ALU", lat(_t), [dst("d", w(_t)), src("a", _t, False, False),
+           src("b", _t), pred("p")], "d = p ? a : b", family="ALU.SEL", type=_t)
+    define(f"ALU.MOV.{_t}", "ALU", lat(_t), [dst("d", w(_t)), src("a", _t, False)], "d = a",
+           family="ALU.MOV", type=_t)
+define("ALU.MOV.IMM", "ALU", "alu", [dst("d"), imm("v", "b32|f32")],
+       "d = v (32 bits: an integer, or an f32 value)", family="ALU.MOV.IMM")
+define("ALU.PACK.B16", "ALU", "alu", [dst("d"), src("a", "B32", False, False),
+       src("b", "B32", False, False)], "d = (a & 0xffff) | (b << 16)", family="ALU.PACK")
+define("ALU.P2R.B32", "ALU", "alu", [dst("d"), pred("p")], "d = p ? 1 : 0", family="ALU.P2R")
+for _n, _op in [("AND", "&"), ("OR", "|"), ("XOR", "^")]:
+    define(f"ALU.PLOP.{_n}", "ALU", "alu", [pdst("p"), pred("a"), pred("b")],
+           f"p = a {_op} b on predicates (!P negates a source)", family="ALU.PLOP", op=_n)
+
+# ---------------------------------------------------------------- SFU
+for _n, _d in [("EX2", "d = 2 ** a (approximate)"), ("LG2", "d = log2(a) (approximate)"),
+               ("RSQ", "d = 1 / sqrt(a) (approximate)"), ("RCP", "d = 1 / a (approximate)"),
+               ("SQRT", "d = sqrt(a), correctly rounded"), ("SIN", "d = sin(a) (approximate)"),
+               ("COS", "d = cos(a) (approximate)")]:
+    define(f"SFU.{_n}.F32", "SFU", "sfu", [dst("d"), src("a", "F32", False, False)], _d,
+           family=f"SFU.{_n}", type="F32")
+
+# ---------------------------------------------------------------- CVT
+FLOATS = ("F64", "F32", "F16", "BF16", "F8E4M3", "F8E5M2")
+INTS = ("S64", "U64", "S32", "U32", "S16", "U16", "S8", "U8")
+_RULE = {
+    (True, True): "a rounded to nearest even (ml_dtypes' rounding; widening is exact)",
+    (False, True): "a rounded to nearest even",
+    (True, False): "a truncated toward zero; NaN gives 0, out of range saturates",
+    (False, False): "a modulo 2**bits of the result type (sign-/zero-extended to the register)",
+}
+for _d in FLOATS + INTS:
+    for _s in FLOATS + INTS:
+        if _d != _s:
+            define(f"CVT.{_d}.{_s}", "CVT", "cvt", [dst("d", w(_d)), src("a", _s, False, False)],
+                   f"d = {_RULE[(_s in FLOATS, _d in FLOATS)]}", family="CVT", dst=_d, src=_s)
+define("CVT.TF32.F32", "CVT", "cvt", [dst("d"), src("a", "F32", False, False)],
+       "d = a rounded to nearest even to 10 mantissa bits (tf32, kept as f32)",
+       family="CVT", dst="TF32", src="F32")
+
+# ---------------------------------------------------------------- LSU
+SPACES = {"GLOBAL": 2, "SHARED": 1, "LOCAL": 1}      # space -> address registers
+LOADS = {"U8": (1, "the zero-extended byte"), "S8": (1, "the sign-extended byte"),
+         "U16": (1, "the zero-extended 16 bits"), "S16": (1, "the sign-extended 16 bits"),
+         "B32": (1, "the 32 bits"), "B64": (2, "the 64 bits"), "B128": (4, "the 128 bits")}
+STORES = {"B8": (1, "the low byte of s"), "B16": (1, "the low 16 bits of s"),
+          "B32": (1, "s (32 bits)"), "B64": (2, "s (64 bits)"), "B128": (4, "s (128 bits)")}
+for _sp, _aw in SPACES.items():
+    for _t, (_w, _d) in LOADS.items():
+        define(f"LSU.LD.{_sp}.{_t}", "LSU", f"ld_{_sp.lower()}", [dst("d", _w), mem("m", _aw)],
+               f"d = {_d} at address m", family="LSU.LD", space=_sp, type=_t)
+    for _t, (_w, _d) in STORES.items():
+        define(f"LSU.ST.{_sp}.{_t}", "LSU", f"st_{_sp.lower()}", [mem("m", _aw),
+               reg("s", _w)], f"memory at address m = {_d}", family="LSU.ST", space=_sp,
+               type=_t)
+
+# ---------------------------------------------------------------- SHFL, BAR
+for _m, _d in [("IDX", "lane b & 31"),
+               ("UP", "lane laneid - b, or the lane's own a below lane 0"),
+               ("DOWN", "lane laneid + b, or the lane's own a above lane 31"),
+               ("BFLY", "lane laneid ^ (b & 31)")]:
+    define(f"SHFL.{_m}.B32", "SHFL", "shfl", [dst("d"), src("a", "B32", False, False),
+           reg("b", 1, "lane")], f"d = a of {_d}", family="SHFL", mode=_m)
+define("BAR.SYNC", "BAR", "bar", [imm("b", "bar")],
+       "wait until every thread of the block has reached BAR.SYNC b", runs=False)
+
+# ---------------------------------------------------------------- WMMA
+for _shape, (_m, _n, _k), _ab in [("M16N8K16", (16, 8, 16), "F16"),
+                                   ("M16N8K16", (16, 8, 16), "BF16"),
+                                   ("M16N8K8", (16, 8, 8), "TF32")]:
+    define(f"WMMA.{_shape}.F32.{_ab}.{_ab}", "WMMA", "wmma",
+           [dst("d", 4), reg("a", 4), reg("b", 2), reg("c", 4)],
+           f"d = a @ b + c with A {_m}x{_k} {_ab.lower()}, B {_k}x{_n} {_ab.lower()}, C and D "
+           f"{_m}x{_n} f32, spread over the warp's lanes (see WMMA fragments)",
+           family="WMMA", shape=_shape, m=_m, n=_n, k=_k, acc="F32", ab=_ab)
+
+# ---------------------------------------------------------------- S2R, control
+define("S2R", "S2R", "s2r", [dst("d"), sreg("s")], "d = special register s", runs=False)
+define("BRA", "BRA", "control", [label("t")],
+       "jump to t; lanes whose guard is false fall through (divergence: see Reconvergence)",
+       runs=False)
+define("SSY", "BRA", "control", [label("t")],
+       "push reconvergence point t with the warp's active lanes", runs=False, guardable=False)
+define("SYNC", "BRA", "control", [],
+       "the executing lanes wait at the innermost SSY point (see Reconvergence)", runs=False)
+define("EXIT", "BRA", "control", [], "the executing lanes finish", runs=False)
+define("NOP", "BRA", "control", [], "nothing", runs=False)
