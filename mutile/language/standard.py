@@ -37,22 +37,23 @@ def _dtype(d):
 
 
 # ---------------------------------------------------------------- indices
+def _grid_axis(op: str, axis, b) -> tensor:
+    axis = _const_int(axis, "axis")
+    if axis not in (0, 1, 2):
+        fail(f"{op} axis must be 0, 1 or 2, got {axis}")
+    return tensor(b(op, axis=axis))
+
+
 @builtin
 def program_id(axis, _builder=None) -> tensor:
     """This program's index along grid axis ``axis`` (0, 1 or 2)."""
-    axis = _const_int(axis, "axis")
-    if axis not in (0, 1, 2):
-        fail(f"program_id axis must be 0, 1 or 2, got {axis}")
-    return tensor(_builder("program_id", axis=axis))
+    return _grid_axis("program_id", axis, _builder)
 
 
 @builtin
 def num_programs(axis, _builder=None) -> tensor:
     """The number of programs along grid axis ``axis``."""
-    axis = _const_int(axis, "axis")
-    if axis not in (0, 1, 2):
-        fail(f"num_programs axis must be 0, 1 or 2, got {axis}")
-    return tensor(_builder("num_programs", axis=axis))
+    return _grid_axis("num_programs", axis, _builder)
 
 
 @builtin

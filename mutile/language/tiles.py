@@ -110,24 +110,25 @@ def sum(input, axis=None, keep_dims=False, dtype=None, _builder=None) -> tensor:
     return _reduce(x, axis, "sum", keep_dims, _builder, dt)
 
 
+def _extreme(kind, input, axis, return_indices, keep_dims, b):
+    r = _reduce(input, axis, kind, keep_dims, b)
+    if _unwrap(return_indices):
+        return r, _reduce(input, axis, "arg" + kind, keep_dims, b)
+    return r
+
+
 @builtin
 def max(input, axis=None, return_indices=False, return_indices_tie_break_left=True,
         keep_dims=False, _builder=None):
     """Maximum along ``axis``; with ``return_indices`` also the (first) index."""
-    r = _reduce(input, axis, "max", keep_dims, _builder)
-    if _unwrap(return_indices):
-        return r, _reduce(input, axis, "argmax", keep_dims, _builder)
-    return r
+    return _extreme("max", input, axis, return_indices, keep_dims, _builder)
 
 
 @builtin
 def min(input, axis=None, return_indices=False, return_indices_tie_break_left=True,
         keep_dims=False, _builder=None):
     """Minimum along ``axis``; with ``return_indices`` also the (first) index."""
-    r = _reduce(input, axis, "min", keep_dims, _builder)
-    if _unwrap(return_indices):
-        return r, _reduce(input, axis, "argmin", keep_dims, _builder)
-    return r
+    return _extreme("min", input, axis, return_indices, keep_dims, _builder)
 
 
 @builtin
