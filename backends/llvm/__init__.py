@@ -13,7 +13,10 @@ has had its calls inlined, and returns an :class:`LLVMKernel`. Options:
 * ``num_threads`` (int, default ``os.cpu_count()``): default threads per launch;
 * ``opt_level`` (0-3, default 3);
 * ``prefetch`` (bool, default True): loads through a pointer tile that a loop advances
-  by a loop-invariant step prefetch the next iteration's cache lines.
+  by a loop-invariant step prefetch the next iteration's cache lines;
+* ``version_masks`` (bool, default True): a masked load/store whose mask is a
+  conjunction of ``offs < bound``-style tests on affine offsets also gets an unmasked
+  copy, taken when a scalar test shows every lane is active.
 
 ``serialize(kernel)`` / ``deserialize(data)`` save and restore a compiled kernel
 (machine code and launch facts) for the runtime's disk cache.

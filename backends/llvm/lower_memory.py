@@ -8,6 +8,11 @@ A tile access takes one of two shapes:
 * gather: any other pointer tile; each chunk's addresses feed
   ``llvm.masked.gather/scatter``.
 
+A masked access whose mask is a conjunction of ``offs <op> bound`` tests (``offs``
+an exact affine tile: arange, splats, shape ops, ``+ - *uniform``; ``bound`` uniform)
+is versioned: scalar code finds each test's extreme lane in a wider type (also checking
+that no lane wrapped) and, when every lane is active, runs an unmasked copy.
+
 Masked-off elements never touch memory. With ``check_bounds``, every active
 element's address is first checked against the array of the parameter it derives
 from (or against all pointer parameters when that is unknown); the first bad one
@@ -17,6 +22,7 @@ from __future__ import annotations
 
 from llvmlite import ir
 
+from mutile.ir.core import Op
 from mutile.ir.types import PointerType
 
 from .dot import packed_b_width
@@ -194,6 +200,133 @@ def check_tile(ctx, op, P, M, t) -> None:
         check_chunk(ctx, check, P.chunk(ctx, f, w), active, ctx.elem_size(t), origin, f)
 
 
+# ---------------------------------------------------------------- all-true masks
+_FLIP = {"lt": "gt", "le": "ge", "gt": "lt", "ge": "le"}
+
+
+def _owner(v):
+    return v.owner if isinstance(v.owner, Op) else None
+
+
+def _exact_affine(ctx, v) -> bool:
+    """True if integer tile ``v`` is built only from arange, splats, expand_dims,
+    broadcast, ``+``/``-`` and ``*`` by a uniform, all in its own type: its fact then
+    equals its values modulo 2**width (no widening casts or trusted hints)."""
+    op = _owner(v)
+    if op is None:
+        return False
+    if op.name in ("arange", "splat", "constant"):
+        return True
+    if op.name in ("expand_dims", "broadcast"):
+        return _exact_affine(ctx, op.operands[0])
+    if op.name in ("add", "sub"):
+        return all(_exact_affine(ctx, o) for o in op.operands)
+    if op.name == "mul":
+        return any(isinstance(ctx[op.operands[u]], Uniform) and
+                   _exact_affine(ctx, op.operands[1 - u]) for u in (0, 1))
+    return False
+
+
+def _extremes(ctx, sep: Sep, shape, signed: bool, W):
+    """(min, max, fits) of ``sep``'s exact values over the tile in the wide type ``W``
+    (bases extended by signedness, steps as signed); ``fits`` says both lie in range of
+    ``sep.ity``, so no element wrapped. None when a part is not affine."""
+    b = ctx.b
+
+    def ext(x, sgn):
+        return b.sext(x, W) if sgn else b.zext(x, W)
+    lo = hi = ext(sep.base, signed)
+    zero = ir.Constant(W, 0)
+    for p, n in zip(sep.parts, shape):
+        if p is None or n == 1:
+            continue
+        if p.terms or p.step is None:
+            return None
+        span = b.mul(ext(p.step, True), ir.Constant(W, n - 1))
+        neg = b.icmp_signed("<", span, zero)
+        lo = b.add(lo, b.select(neg, span, zero))
+        hi = b.add(hi, b.select(neg, zero, span))
+    w = sep.ity.width
+    rmin, rmax = ((-(1 << (w - 1)), (1 << (w - 1)) - 1) if signed else (0, (1 << w) - 1))
+    fits = b.and_(b.icmp_signed(">=", lo, ir.Constant(W, rmin)),
+                  b.icmp_signed("<=", hi, ir.Constant(W, rmax)))
+    return lo, hi, fits
+
+
+def _cmp_all_true(ctx, op):
+    """Scalar i1: every lane of ``cmp(offs, bound)`` holds (``offs`` exact affine, bound
+    uniform, either order), or None when the shape is not recognized."""
+    pred = op.attrs.get("pred")
+    t = op.operands[0].type.scalar
+    if pred not in _FLIP or not (t.is_int() and t.bits > 1):
+        return None
+    x, y = op.operands
+    if isinstance(ctx[y], Uniform):
+        offs, bound = x, ctx[y].value
+    elif isinstance(ctx[x], Uniform):
+        offs, bound, pred = y, ctx[x].value, _FLIP[pred]
+    else:
+        return None
+    if not op.operands[0].type.is_tile() or not _exact_affine(ctx, offs):
+        return None
+    signed = t.is_int_signed()
+    sep = sep_of(ctx, ctx[offs], signed)
+    if sep is None or sep.unit != 1 or sep.ity != bound.type or sep.ity.width > 64:
+        return None
+    W = ir.IntType(128 if sep.ity.width > 32 else 64)
+    ex = _extremes(ctx, sep, offs.type.shape, signed, W)
+    if ex is None:
+        return None
+    lo, hi, fits = ex
+    b = ctx.b
+    B = b.sext(bound, W) if signed else b.zext(bound, W)
+    if pred in ("lt", "le"):
+        ok = b.icmp_signed("<" if pred == "lt" else "<=", hi, B)
+    else:
+        ok = b.icmp_signed(">" if pred == "gt" else ">=", lo, B)
+    return b.and_(fits, ok)
+
+
+def all_true(ctx, v):
+    """A scalar i1 that holds only if every element of mask ``v`` is true (a conjunction
+    of ``offs <cmp> bound`` tests, splats and shape ops of them), or None if unknown.
+    Emits scalar code at the current position."""
+    if not v.type.is_tile():
+        x = ctx[v]
+        return x if isinstance(x, ir.Value) and x.type == I1 else None
+    tv = ctx[v]
+    if isinstance(tv, Uniform):
+        return tv.value if tv.value.type == I1 else None
+    op = _owner(v)
+    if op is None:
+        return None
+    if op.name == "and":
+        a = all_true(ctx, op.operands[0])
+        c = all_true(ctx, op.operands[1]) if a is not None else None
+        return None if c is None else ctx.b.and_(a, c)
+    if op.name in ("broadcast", "expand_dims", "reshape", "splat"):
+        return all_true(ctx, op.operands[0])
+    if op.name == "cmp":
+        return _cmp_all_true(ctx, op)
+    return None
+
+
+def _versioned(ctx, mask, emit) -> None:
+    """``emit(masked)``, plus an unmasked copy taken when a runtime test shows every
+    lane of IR mask value ``mask`` (None: no mask) is true."""
+    cond = None
+    if mask is not None and ctx.options.get("version_masks", True):
+        cond = all_true(ctx, mask)
+    if cond is None:
+        emit(True)
+        return
+    with ctx.b.if_else(cond, likely=True) as (then, other):
+        with then:
+            emit(False)
+        with other:
+            emit(True)
+
+
 # ---------------------------------------------------------------- load / store
 def _rows(ctx, sep: Sep, ttype, body, prefetch=False) -> None:
     """Chunks along contiguous rows: ``body(f, addr_of_first_lane, w)``; with
@@ -262,17 +395,20 @@ def lower_load(ctx: LowerContext, op) -> None:
     out = _load_buffer(ctx, op, rt)
     dest = out.index if isinstance(out, PackedBuffer) else (lambda _ctx, f: f)
 
-    def rows_body(f, addr, w):
-        m = M.chunk(ctx, f, w) if M is not None else None
-        o = O.chunk(ctx, f, w) if (O is not None and m is not None) else None
-        ctx.store_elems(out.ptr, t, dest(ctx, f), masked_load(ctx, addr, t, w, m, o))
+    def emit(masked):
+        def rows_body(f, addr, w):
+            m = M.chunk(ctx, f, w) if (M is not None and masked) else None
+            o = O.chunk(ctx, f, w) if (O is not None and m is not None) else None
+            ctx.store_elems(out.ptr, t, dest(ctx, f), masked_load(ctx, addr, t, w, m, o))
 
-    def gather_body(f, addrs, w):
-        m = M.chunk(ctx, f, w) if M is not None else None
-        o = O.chunk(ctx, f, w) if (O is not None and m is not None) else None
-        ctx.store_elems(out.ptr, t, dest(ctx, f), gather(ctx, addrs, t, m, o))
+        def gather_body(f, addrs, w):
+            m = M.chunk(ctx, f, w) if (M is not None and masked) else None
+            o = O.chunk(ctx, f, w) if (O is not None and m is not None) else None
+            ctx.store_elems(out.ptr, t, dest(ctx, f), gather(ctx, addrs, t, m, o))
 
-    _access(ctx, P, rt, rows_body, gather_body, prefetch=ctx.options.get("prefetch", True))
+        _access(ctx, P, rt, rows_body, gather_body, prefetch=ctx.options.get("prefetch", True))
+
+    _versioned(ctx, op.operands[1] if M is not None else None, emit)
     ctx.bind(op.result, out)
 
 
@@ -304,12 +440,15 @@ def lower_store(ctx: LowerContext, op) -> None:
     if ctx.check_bounds:
         check_tile(ctx, op, P, M, t)
 
-    def rows_body(f, addr, w):
-        m = M.chunk(ctx, f, w) if M is not None else None
-        masked_store(ctx, addr, t, V.chunk(ctx, f, w), m)
+    def emit(masked):
+        def rows_body(f, addr, w):
+            m = M.chunk(ctx, f, w) if (M is not None and masked) else None
+            masked_store(ctx, addr, t, V.chunk(ctx, f, w), m)
 
-    def gather_body(f, addrs, w):
-        m = M.chunk(ctx, f, w) if M is not None else None
-        scatter(ctx, addrs, t, V.chunk(ctx, f, w), m)
+        def gather_body(f, addrs, w):
+            m = M.chunk(ctx, f, w) if (M is not None and masked) else None
+            scatter(ctx, addrs, t, V.chunk(ctx, f, w), m)
 
-    _access(ctx, P, pt, rows_body, gather_body)
+        _access(ctx, P, pt, rows_body, gather_body)
+
+    _versioned(ctx, op.operands[2] if M is not None else None, emit)
