@@ -18,8 +18,19 @@ import ml_dtypes
 import numpy as np
 import pytest
 
+import mutile
+import mutile.language as ml
 from mutile import ir as mir
 from mutile.runtime.compile import frontend_and_passes
+
+
+@mutile.jit
+def put(base, slot, v, BLOCK: ml.constexpr):
+    """base[slot, program's block] = v, after checking v's dtype is base's element type
+    (base is a (slots, BLOCK * num_programs) array)."""
+    ml.static_assert(v.dtype == base.dtype.element_ty, "result dtype differs from the slot's")
+    n = BLOCK * ml.num_programs(0)
+    ml.store(base + slot * n + ml.program_id(0) * BLOCK + ml.arange(0, BLOCK), v)
 
 
 def check_text_round_trip(text: str, what: str = "") -> mir.Module:

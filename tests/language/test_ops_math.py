@@ -23,7 +23,7 @@ import pytest
 import mutile
 import mutile.language as ml
 
-from ..conftest import assert_bits_equal, poison, random_data
+from ..conftest import assert_bits_equal, poison, put, random_data
 
 N = 512           # elements per test array
 TILE = 64         # elements per program (compile time grows with the tile)
@@ -39,15 +39,6 @@ REF = {"exp": np.exp, "exp2": np.exp2, "log": np.log, "log2": np.log2, "sqrt": n
        "floor": np.floor, "ceil": np.ceil}
 ULPS = {"exp": 2, "exp2": 2, "log": 2, "log2": 2, "sqrt": 0, "rsqrt": 2, "sin": 2, "cos": 2,
         "abs": 0, "sigmoid": 4, "erf": 4, "tanh": 4, "floor": 0, "ceil": 0}
-
-
-@mutile.jit
-def put(base, slot, v, BLOCK: ml.constexpr):
-    """base[slot, program's block] = v, after checking v's dtype is base's element type
-    (base is a (slots, BLOCK * num_programs) array)."""
-    ml.static_assert(v.dtype == base.dtype.element_ty, "result dtype differs from the slot's")
-    n = BLOCK * ml.num_programs(0)
-    ml.store(base + slot * n + ml.program_id(0) * BLOCK + ml.arange(0, BLOCK), v)
 
 
 @mutile.jit

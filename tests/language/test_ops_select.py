@@ -10,21 +10,12 @@ import pytest
 import mutile
 import mutile.language as ml
 
-from ..conftest import assert_bits_equal, poison, random_data
+from ..conftest import assert_bits_equal, poison, put, random_data
 
 N = 256           # elements per test array
 TILE = 64         # elements per program (compile time grows with the tile)
 GRID = (N // TILE,)
 DTYPES = [np.float32, np.float16, ml_dtypes.bfloat16, np.float64, np.int8, np.uint32, np.int64]
-
-
-@mutile.jit
-def put(base, slot, v, BLOCK: ml.constexpr):
-    """base[slot, program's block] = v, after checking v's dtype is base's element type
-    (base is a (slots, BLOCK * num_programs) array)."""
-    ml.static_assert(v.dtype == base.dtype.element_ty, "result dtype differs from the slot's")
-    n = BLOCK * ml.num_programs(0)
-    ml.store(base + slot * n + ml.program_id(0) * BLOCK + ml.arange(0, BLOCK), v)
 
 
 @mutile.jit
