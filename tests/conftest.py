@@ -201,3 +201,27 @@ def assert_bits_equal(got, want, what=""):
         pairs = ", ".join(f"{tuple(i)}: got {got[tuple(i)]!r} want {want[tuple(i)]!r}"
                           for i in idx)
         raise AssertionError(f"{what}: {int(bad.sum())} of {bad.size} differ ({pairs})")
+
+
+class ArrayInterfaceOnly:
+    """Exposes a numpy array only through ``__array_interface__``."""
+
+    def __init__(self, a):
+        self._a = a
+
+    @property
+    def __array_interface__(self):
+        return self._a.__array_interface__
+
+
+class DLPackOnly:
+    """Exposes a numpy array only through ``__dlpack__``/``__dlpack_device__``."""
+
+    def __init__(self, a):
+        self._a = a
+
+    def __dlpack__(self, **kwargs):
+        return self._a.__dlpack__(**kwargs)
+
+    def __dlpack_device__(self):
+        return self._a.__dlpack_device__()

@@ -25,6 +25,7 @@ overflow its type.
 """
 from __future__ import annotations
 
+import abc
 from dataclasses import dataclass, field
 
 from llvmlite import ir
@@ -35,16 +36,18 @@ I32 = ir.IntType(32)
 I64 = ir.IntType(64)
 
 
-class TileVal:
+class TileVal(abc.ABC):
     """Base of the tile representations (see the module docstring)."""
     type: TileType
     sep: "Sep | None" = None
 
+    @abc.abstractmethod
     def chunk(self, ctx, f, w):
-        raise NotImplementedError
+        """The ``w`` elements starting at flat index ``f``, as a vector."""
 
+    @abc.abstractmethod
     def gather(self, ctx, idx):
-        raise NotImplementedError
+        """The elements at the flat indices of the i32 vector ``idx``."""
 
     def reads(self) -> list["Buffer"]:
         """Buffers whose contents this value depends on (transitively)."""

@@ -12,7 +12,7 @@ import pytest
 import mutile
 import mutile.language as ml
 
-from ..conftest import assert_bits_equal, poison, random_data
+from ..conftest import ArrayInterfaceOnly, DLPackOnly, assert_bits_equal, poison, random_data
 
 
 # ---------------------------------------------------------------- masks and other
@@ -150,27 +150,6 @@ def test_strided_views(rng, backend):
 
 
 # ---------------------------------------------------------------- __array_interface__, __dlpack__
-class ArrayInterfaceOnly:
-    """Exposes a numpy array only through ``__array_interface__``."""
-
-    def __init__(self, a):
-        self._a = a
-        self.__array_interface__ = a.__array_interface__
-
-
-class DLPackOnly:
-    """Exposes a numpy array only through the DLPack protocol."""
-
-    def __init__(self, a):
-        self._a = a
-
-    def __dlpack__(self, **kwargs):
-        return self._a.__dlpack__(**kwargs)
-
-    def __dlpack_device__(self):
-        return self._a.__dlpack_device__()
-
-
 def test_array_interface_and_dlpack_inputs(rng, backend):
     n = 300
     x = random_data(np.float32, n, rng, specials=False)

@@ -16,7 +16,7 @@ import mutile.language as ml
 from mutile.ir import types as T
 from mutile.testing import do_bench
 
-from ..conftest import poison
+from ..conftest import ArrayInterfaceOnly, DLPackOnly, poison
 
 
 @mutile.jit
@@ -329,30 +329,6 @@ def test_mutile_backend_env_selects_the_default(monkeypatch, rng):
 
 
 # ---------------------------------------------------------------- array-likes
-class ArrayInterfaceOnly:
-    """Exposes a numpy array only through ``__array_interface__``."""
-
-    def __init__(self, a):
-        self._a = a
-
-    @property
-    def __array_interface__(self):
-        return self._a.__array_interface__
-
-
-class DLPackOnly:
-    """Exposes a numpy array only through ``__dlpack__``/``__dlpack_device__``."""
-
-    def __init__(self, a):
-        self._a = a
-
-    def __dlpack__(self, **kwargs):
-        return self._a.__dlpack__(**kwargs)
-
-    def __dlpack_device__(self):
-        return self._a.__dlpack_device__()
-
-
 @pytest.mark.parametrize("wrap", [ArrayInterfaceOnly, DLPackOnly], ids=lambda w: w.__name__)
 def test_array_likes(wrap, backend, rng):
     x, y, z = inputs(rng, 777)
