@@ -103,6 +103,8 @@ for _t in ("B32", "B64"):
            family="ALU.MOV", type=_t)
 define("ALU.MOV.IMM", "ALU", "alu", [dst("d"), imm("v", "b32|f32")],
        "d = v (32 bits: an integer, or an f32 value)", family="ALU.MOV.IMM")
+define("ALU.IOTA.S32", "ALU", "alu", [dst("d"), src("a", "S32"), imm("s", "s32")],
+       "element i of d = a + i * s (a run of d gets consecutive values)", family="ALU.IOTA")
 define("ALU.PACK.B16", "ALU", "alu", [dst("d"), src("a", "B32", False, False),
        src("b", "B32", False, False)], "d = (a & 0xffff) | (b << 16)", family="ALU.PACK")
 define("ALU.P2R.B32", "ALU", "alu", [dst("d"), pred("p")], "d = p ? 1 : 0", family="ALU.P2R")
@@ -111,12 +113,18 @@ for _n, _op in [("AND", "&"), ("OR", "|"), ("XOR", "^")]:
            f"p = a {_op} b on predicates (!P negates a source)", family="ALU.PLOP", op=_n)
 
 # ---------------------------------------------------------------- SFU
-for _n, _d in [("EX2", "d = 2 ** a (approximate)"), ("LG2", "d = log2(a) (approximate)"),
-               ("RSQ", "d = 1 / sqrt(a) (approximate)"), ("RCP", "d = 1 / a (approximate)"),
-               ("SQRT", "d = sqrt(a), correctly rounded"), ("SIN", "d = sin(a) (approximate)"),
-               ("COS", "d = cos(a) (approximate)")]:
-    define(f"SFU.{_n}.F32", "SFU", "sfu", [dst("d"), src("a", "F32", False, False)], _d,
-           family=f"SFU.{_n}", type="F32")
+# The virtual SFU returns the function's exact value rounded once to the result type (the
+# interpreter computes f32 functions in f64); hardware would run an approximation plus a
+# refinement sequence. Codegen maps each tile-IR math op to one row.
+SFU_FUNCS = [("EX2", "2 ** a"), ("LG2", "log2(a)"), ("EXP", "e ** a"), ("LOG", "ln(a)"),
+             ("RSQ", "1 / sqrt(a)"), ("RCP", "1 / a"), ("SQRT", "sqrt(a)"), ("SIN", "sin(a)"),
+             ("COS", "cos(a)"), ("TANH", "tanh(a)"), ("ERF", "erf(a)")]
+for _t in ("F32", "F64"):
+    for _n, _d in SFU_FUNCS:
+        define(f"SFU.{_n}.{_t}", "SFU", "sfu", [dst("d", w(_t)), src("a", _t, False, False)],
+               f"d = {_d}, rounded once", family=f"SFU.{_n}", type=_t)
+    define(f"SFU.POW.{_t}", "SFU", "sfu", [dst("d", w(_t)), src("a", _t, False, False),
+           src("b", _t, False)], "d = a ** b (C pow), rounded once", family="SFU.POW", type=_t)
 
 # ---------------------------------------------------------------- CVT
 FLOATS = ("F64", "F32", "F16", "BF16", "F8E4M3", "F8E5M2")
