@@ -31,7 +31,7 @@ from mutile.ir.types import DescType, PointerType, TileType
 # importing the lowering modules registers their ops
 from . import lower_control, lower_debug, lower_desc, lower_dot  # noqa: F401
 from . import lower_elementwise, lower_memory, lower_reduce, lower_shape  # noqa: F401
-from .lower_analysis import Analysis
+from mutile.ir.analysis import Analysis
 from .lower_context import I32, I64, PTR, LowerContext
 
 

@@ -16,7 +16,7 @@ from llvmlite import ir
 
 from mutile.ir.types import DescType
 
-from .lower_analysis import carried_increment
+from mutile.ir.analysis import carried_increment
 from .lower_context import I32, I64, DescVal, LowerContext, lowers
 from .lower_tiles import Buffer, Expr, IndexMap, Sep, SepVal, Uniform, View
 

@@ -39,10 +39,11 @@ def binary(name: str, t: str, doc: str, latency: str = "", **attrs):
 # ---------------------------------------------------------------- ALU: floats
 for _n, _d in [("FADD", "d = a + b"), ("FSUB", "d = a - b"), ("FMUL", "d = a * b"),
                ("FDIV", "d = a / b, correctly rounded (virtual: hardware expands it)"),
+               ("FREM", "d = fmod(a, b), exact, sign of a (virtual: hardware expands it)"),
                ("FMNMX.MIN", "d = min(a, b); a NaN loses to a number"),
                ("FMNMX.MAX", "d = max(a, b); a NaN loses to a number")]:
     for _t in ("F32", "F64"):
-        binary(_n, _t, _d, "div" if _n == "FDIV" else "")
+        binary(_n, _t, _d, "div" if _n in ("FDIV", "FREM") else "")
 for _t in ("F32", "F64"):
     define(f"ALU.FFMA.{_t}", "ALU", lat(_t), [dst("d", w(_t)), src("a", _t, False, False),
            src("b", _t), src("c", _t, False)], "d = a * b + c, rounded once",

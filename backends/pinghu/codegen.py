@@ -1,0 +1,102 @@
+"""Codegen: a kernel's tile IR -> a virtual MUSA ISA :class:`~.program.Program`.
+
+    program = generate(module, {"num_warps": 4})
+
+The kernel's runtime parameters become ``.param`` entries in constant bank 0 (pointers as
+64-bit global addresses, every parameter in its own naturally aligned slot of at least 4
+bytes). The walk binds every IR value to a codegen value (:mod:`.cg_values`), each op's
+lowering (``@lowers`` in the ``cg_*`` modules) appends virtual instructions, and
+:mod:`.regalloc` assigns registers and resolves labels. The layout rule and what moves
+through shared memory are described in :mod:`.cg_values`.
+"""
+from __future__ import annotations
+
+from mutile.errors import CompilationError
+from mutile.ir import types as T
+from mutile.ir.types import DescType, PointerType, TileType
+
+# importing the lowering modules registers their ops
+from . import cg_control, cg_debug, cg_desc, cg_dot, cg_elementwise  # noqa: F401
+from . import cg_memory, cg_reduce, cg_shape  # noqa: F401
+from .cg_context import LOWERINGS, Codegen, width
+from .cg_values import VR, Uniform
+from .operands import CBank, IntImm, SReg
+from .program import Param, Program
+from .regalloc import build_program
+
+_PARAM_TYPE = {"i1": "u8", "i8": "s8", "u8": "u8", "i16": "s16", "u16": "u16", "i32": "s32",
+               "u32": "u32", "i64": "s64", "u64": "u64", "f16": "f16", "bf16": "bf16",
+               "f32": "f32", "f64": "f64", "f8e4m3": "u8", "f8e5m2": "u8"}
+
+
+def param_type(t) -> str:
+    """The ``.param`` type of a kernel parameter of IR type ``t``."""
+    return "ptr" if isinstance(t, PointerType) else _PARAM_TYPE[t.name]
+
+
+def walk(cg: Codegen, block) -> list:
+    """Lower every op of ``block``; the values its terminator yields (if any)."""
+    out = []
+    for op in block.ops:
+        cg.loc = op.loc
+        if op.name in ("yield", "condition"):
+            return [cg.get(v) for v in op.operands]
+        fn = LOWERINGS.get(op.name)
+        if fn is None:
+            cg.fail(f"op '{op.name}' is not supported")
+        try:
+            fn(cg, op)
+        except CompilationError:
+            raise
+        except Exception as e:  # an internal error: name the op and its line
+            raise CompilationError(f"pinghu codegen: internal error lowering '{op.name}': "
+                                   f"{type(e).__name__}: {e}", op.loc) from e
+    return out
+
+
+def generate(module, options: dict | None = None) -> Program:
+    """The ISA program of ``module``'s kernel (calls already inlined)."""
+    options = dict(options or {})
+    func = module.entry
+    cg = Codegen(func, options)
+    cg.walk = lambda block: walk(cg, block)
+    params, off = [], 0
+    for a in func.args:
+        if isinstance(a.type, (TileType, DescType)):
+            raise CompilationError(f"pinghu backend: kernel parameter '{a.hint}' of type "
+                                   f"{a.type} is not supported", func.loc)
+        pt = param_type(a.type)
+        size = max(4, Param(a.hint, pt, 0).size)
+        off = -(-off // size) * size
+        params.append(Param(a.hint or f"arg{len(params)}", pt, off))
+        off += size
+    cg.loc = func.loc
+    tid = cg.vreg(1)
+    cg.emit("S2R", VR(tid, 0, 1), SReg("SR_TID.X"))
+    cg.tid = VR(tid, 0, 1)
+    for a, p in zip(func.args, params):
+        cg.bind(a, _load_param(cg, a.type, p))
+    walk(cg, func.body)
+    if not cg.code or cg.code[-1].row is None or cg.code[-1].row.mnemonic != "EXIT":
+        cg.emit("EXIT")
+    return build_program(func.name, params, cg.code, cg.threads, cg.shared_top, func.loc,
+                         pinned=(tid,))
+
+
+def _load_param(cg: Codegen, t, p: Param):
+    """A parameter as a uniform: 32-bit values straight from c[...], narrow ones
+    normalized (sign-extended) in a register, 64-bit ones moved into a pair."""
+    w = width(t)
+    v = cg.vreg(w, w)
+    if w == 2:
+        cg.emit("ALU.MOV.B64", VR(v, 0, 2), CBank(p.offset))
+        return Uniform(VR(v, 0, 2), (), t)
+    cg.emit("ALU.MOV.B32", VR(v, 0, 1), CBank(p.offset))
+    if p.type in ("s8", "s16"):
+        cg.emit(f"CVT.S{p.type[1:]}.S32", VR(v, 0, 1), VR(v, 0, 1))
+    elif p.type in ("u8", "u16", "f16", "bf16"):
+        cg.emit("LOP.AND.B32", VR(v, 0, 1), VR(v, 0, 1),
+                IntImm(0xFF if p.type == "u8" else 0xFFFF))
+    if t == T.i1:
+        cg.emit("LOP.AND.B32", VR(v, 0, 1), VR(v, 0, 1), IntImm(1))
+    return Uniform(VR(v, 0, 1), (), t)

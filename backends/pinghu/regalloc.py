@@ -1,0 +1,320 @@
+"""Register allocation: virtual instructions -> a :class:`~.program.Program`.
+
+Linear scan over the instruction list. Each virtual block lives from its first to its
+last mention; a block live into a loop (mentioned before the loop's start and inside it)
+stays live to the loop's end, so values carried around a back edge keep their registers.
+Blocks get contiguous, aligned physical ranges below the per-thread budget. When a block
+does not fit it is *spilled*: it lives in local memory, and every instruction that names
+it loads it into reserved scratch registers first and stores what it wrote afterwards
+(an instruction whose spilled operands exceed the scratch area is split into element
+chunks; runs make every instruction splittable). Predicates are allocated the same way
+and are never spilled (they are short-lived by construction).
+"""
+from __future__ import annotations
+
+import linecache
+from dataclasses import dataclass
+
+from mutile.errors import CompilationError
+
+from .cg_values import VP, VR, VIns, VMem, VReg
+from .isa import BY_MNEMONIC
+from .operands import PT, RZ, Comment, IntImm, Label, Mem, Pred, PredRun, Reg, Run, Target
+from .program import Instruction, Param, Program
+
+BUDGET = 255          # R0 .. R254
+PRED_BUDGET = 255     # P0 .. P254
+SCRATCH = 32          # registers reserved for spilled operands when anything spills
+
+
+@dataclass
+class Allocation:
+    regs: dict            # VReg -> first physical register
+    spilled: dict         # VReg -> local byte offset
+    preds: dict           # VReg -> first predicate
+    scratch_base: int
+    local_bytes: int
+    regs_used: int
+
+
+def _mentions(ins: VIns):
+    for o in ins.operands:
+        if isinstance(o, (VR, VP)):
+            yield o.v
+        elif isinstance(o, VMem) and o.base is not None:
+            yield o.base.v
+    if ins.guard is not None:
+        yield ins.guard.v
+
+
+def intervals(code: list[VIns], pinned=()) -> dict:
+    """VReg -> [first, last] position, extended over the loops it is live into; the
+    ``pinned`` blocks live from their first mention to the end."""
+    iv: dict = {}
+    loops: dict = {}
+    for pos, ins in enumerate(code):
+        if ins.loop is not None:
+            kind, ident = ins.loop
+            loops.setdefault(ident, [0, 0])[0 if kind == "begin" else 1] = pos
+            continue
+        for v in _mentions(ins):
+            r = iv.get(v)
+            if r is None:
+                iv[v] = [pos, pos]
+            else:
+                r[1] = pos
+    for v in pinned:
+        if v in iv:
+            iv[v][1] = len(code)
+    spans = sorted(loops.values())
+    changed = True
+    while changed:
+        changed = False
+        for b, e in spans:
+            for r in iv.values():
+                if r[0] < b <= r[1] < e:
+                    r[1] = e
+                    changed = True
+    return iv
+
+
+def _allocate(iv: dict, kind: str, budget: int, can_spill: bool):
+    order = sorted((v for v in iv if v.kind == kind), key=lambda v: (iv[v][0], v.id))
+    free = [True] * budget
+    active: list = []
+    where: dict = {}
+    spilled: dict = {}
+    local = 0
+    top = 0
+    for v in order:
+        start = iv[v][0]
+        keep = []
+        for a in active:
+            if iv[a][1] < start:
+                free[where[a]:where[a] + a.nregs] = [True] * a.nregs
+            else:
+                keep.append(a)
+        active = keep
+        slot = _first_fit(free, v.nregs, max(v.align, 1))
+        if slot is None:
+            if not can_spill:
+                return None
+            local = -(-local // 16) * 16
+            spilled[v] = local
+            local += 4 * v.nregs
+            continue
+        free[slot:slot + v.nregs] = [False] * v.nregs
+        where[v] = slot
+        top = max(top, slot + v.nregs)
+        active.append(v)
+    return where, spilled, local, top
+
+
+def _first_fit(free: list, n: int, align: int):
+    i = 0
+    limit = len(free) - n
+    while i <= limit:
+        if all(free[i:i + n]):
+            return i
+        i += align
+    return None
+
+
+def allocate(code: list[VIns], loc=None, pinned=()) -> Allocation:
+    """Assign physical registers and predicates (see the module docstring)."""
+    iv = intervals(code, pinned)
+    preds = _allocate(iv, "P", PRED_BUDGET, False)
+    if preds is None:
+        raise CompilationError("pinghu codegen: more than 255 predicates live at once", loc)
+    first = _allocate(iv, "R", BUDGET, False)
+    if first is not None:
+        where, _, _, top = first
+        return Allocation(where, {}, preds[0], 0, 0, top)
+    where, spilled, local, top = _allocate(iv, "R", BUDGET - SCRATCH, True)
+    base = BUDGET - SCRATCH
+    return Allocation(where, spilled, preds[0], base, local, BUDGET)
+
+
+# ---------------------------------------------------------------- rewriting
+def _phys(o, spec_width: int, a: Allocation, scratch: dict):
+    """The ISA operand of virtual operand ``o`` (spilled blocks read the scratch copy)."""
+    if isinstance(o, VR):
+        first = scratch[id(o)] if id(o) in scratch else a.regs[o.v] + o.start
+        if o.count == spec_width:
+            return Reg(first)
+        return Run(first, first + o.count)
+    if isinstance(o, VP):
+        first = a.preds[o.v] + o.start
+        if o.count == 1:
+            return Pred(first, o.neg)
+        return PredRun(first, first + o.count, o.neg)
+    if isinstance(o, VMem):
+        if o.base is None:
+            return Mem(Reg(RZ), o.offset)
+        return Mem(_phys(o.base, spec_width, a, scratch), o.offset)
+    return o
+
+
+def _split(ins: VIns, count: int, chunk: int) -> list[VIns]:
+    """``ins`` as instructions over element chunks of at most ``chunk`` elements (runs
+    are cut; plain operands, which broadcast, stay)."""
+    out = []
+    for s in range(0, count, chunk):
+        n = min(chunk, count - s)
+        ops = []
+        for spec, o in zip(ins.row.operands, ins.operands):
+            if isinstance(o, VMem) and o.base is not None:
+                ops.append(VMem(_cut(o.base, spec.base_width, count, s, n), o.offset))
+            elif isinstance(o, VR):
+                ops.append(_cut(o, spec.width, count, s, n))
+            else:
+                ops.append(o)
+        g = ins.guard
+        if isinstance(g, VP) and g.count == count:
+            g = VP(g.v, g.start + s, n, g.neg)
+        out.append(VIns(ins.row, tuple(ops), g, ins.loc, comment=ins.comment))
+    return out
+
+
+def _cut(o: VR, w: int, count: int, s: int, n: int) -> VR:
+    return VR(o.v, o.start + s * w, n * w) if o.count == w * count else o
+
+
+def _elements(ins: VIns) -> int:
+    """Elements of an instruction's runs (1 when it has none)."""
+    n = 1
+    for k, o in enumerate(ins.operands):
+        spec = ins.row.operands[k]
+        if isinstance(o, VR) and o.count != spec.width:
+            n = max(n, o.count // spec.width)
+        if isinstance(o, VMem) and o.base is not None and o.base.count != spec.base_width:
+            n = max(n, o.base.count // spec.base_width)
+    if isinstance(ins.guard, VP):
+        n = max(n, ins.guard.count)
+    return n
+
+
+def _spill_ops(ins: VIns, a: Allocation):
+    """(virtual operand, is_destination) pairs of ``ins`` that name spilled blocks."""
+    out = []
+    for k, o in enumerate(ins.operands):
+        base = o.base if isinstance(o, VMem) else o
+        if isinstance(base, VR) and base.v in a.spilled:
+            out.append((base, ins.row.operands[k].dst))
+    return out
+
+
+def _local_moves(vr: VR, reg: int, offset: int, load: bool, loc) -> list[Instruction]:
+    """Move ``vr.count`` registers between scratch ``reg`` and local memory."""
+    out, i = [], 0
+    while i < vr.count:
+        r, left = reg + i, vr.count - i
+        size = 4 if r % 4 == 0 and left >= 4 and offset % 16 == 0 else \
+            2 if r % 2 == 0 and left >= 2 and offset % 8 == 0 else 1
+        t = {4: "B128", 2: "B64", 1: "B32"}[size]
+        mn = f"LSU.LD.LOCAL.{t}" if load else f"LSU.ST.LOCAL.{t}"
+        m = Mem(Reg(RZ), offset + 4 * (vr.start + i))
+        ops = (Reg(r), m) if load else (m, Reg(r))
+        out.append(Instruction(BY_MNEMONIC[mn], ops, loc=loc))
+        i += size
+    return out
+
+
+def lower_instruction(ins: VIns, a: Allocation) -> list[Instruction]:
+    """The physical instruction(s) for one virtual instruction."""
+    spills = _spill_ops(ins, a)
+    if not spills:
+        return [_emit(ins, a, {})]
+    need = sum(vr.count for vr, _ in spills)
+    count = _elements(ins)
+    if need > SCRATCH:
+        if count == 1:
+            raise CompilationError("pinghu codegen: an instruction's spilled operands exceed "
+                                   "the scratch registers", ins.loc)
+        per = max(1, SCRATCH * count // need)
+        while per > 1 and sum(-(-vr.count * per // count) for vr, _ in spills) > SCRATCH:
+            per -= 1
+        out = []
+        for part in _split(ins, count, per):
+            out += lower_instruction(part, a)
+        return out
+    scratch, pre, post, nxt = {}, [], [], a.scratch_base
+    for vr, is_dst in spills:
+        align = 4 if vr.count % 4 == 0 else 2 if vr.count % 2 == 0 else 1
+        nxt = -(-nxt // align) * align
+        if nxt + vr.count > BUDGET:
+            nxt = a.scratch_base
+        scratch[id(vr)] = nxt
+        off = a.spilled[vr.v]
+        if not is_dst or ins.guard is not None:
+            pre += _local_moves(vr, nxt, off, True, ins.loc)
+        if is_dst:
+            post += _local_moves(vr, nxt, off, False, ins.loc)
+        nxt += vr.count
+    return pre + [_emit(ins, a, scratch)] + post
+
+
+def _emit(ins: VIns, a: Allocation, scratch: dict) -> Instruction:
+    ops = tuple(_phys(o, ins.row.operands[k].width if k < len(ins.row.operands) else 1, a,
+                      scratch) for k, o in enumerate(ins.operands))
+    guard = _phys(ins.guard, 1, a, scratch) if ins.guard is not None else None
+    return Instruction(ins.row, ops, guard, comment=ins.comment, loc=ins.loc)
+
+
+def build_program(name: str, params: list[Param], code: list[VIns], threads: int,
+                  shared: int, loc=None, pinned=()) -> Program:
+    """Allocate registers, resolve labels, annotate source lines; the finished program."""
+    a = allocate(code, loc, pinned)
+    out: list[Instruction] = []
+    pending: list = []
+    targets: dict[str, int] = {}
+    last_line = None
+    for ins in code:
+        if ins.loop is not None:
+            continue
+        if ins.label is not None:
+            pending.append(Label(ins.label))
+            continue
+        for k, phys in enumerate(lower_instruction(ins, a)):
+            prelude = []
+            if k == 0:
+                key = (ins.loc.file, ins.loc.line) if ins.loc is not None else None
+                if key is not None and key != last_line:
+                    prelude.append(Comment(_loc_comment(ins.loc)))
+                    last_line = key
+                for lab in pending:
+                    targets[lab.name] = len(out)
+                prelude = pending + prelude
+                pending = []
+            phys.prelude = tuple(prelude)
+            out.append(phys)
+    epilogue = tuple(pending)
+    for lab in pending:
+        targets[lab.name] = len(out)
+    for phys in out:
+        if any(isinstance(o, _LabelRef) for o in phys.operands):
+            phys.operands = tuple(Target(targets[o.name]) if isinstance(o, _LabelRef) else o
+                                  for o in phys.operands)
+    used = max(a.regs_used, max((a.regs[v] + v.nregs for v in a.regs), default=0))
+    prog = Program(name, tuple(params), threads, max(used, 1), shared, a.local_bytes, out,
+                   epilogue=epilogue)
+    return prog
+
+
+def _loc_comment(loc) -> str:
+    """``file.py:LINE  source`` for a listing (the form :func:`attach_locations` reads)."""
+    text = linecache.getline(loc.file, loc.line).strip()
+    return f"{loc.file}:{loc.line}  {text}" if text else f"{loc.file}:{loc.line}"
+
+
+@dataclass(frozen=True)
+class _LabelRef:
+    """A branch target by label name, resolved to a pc by :func:`build_program`."""
+    name: str
+
+
+def label_ref(name: str) -> _LabelRef:
+    return _LabelRef(name)
+
+
+__all__ = ["allocate", "build_program", "label_ref", "intervals", "IntImm", "PT"]
