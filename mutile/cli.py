@@ -44,9 +44,9 @@ def _parse_const(text: str):
     return k, v
 
 
-def cmd_ir(args) -> int:
-    from .errors import MutileError
-    from .runtime.compile import frontend_and_passes
+def _spec(args):
+    """The kernel named by ``args.target`` and its specialization from --signature and
+    --const (exits with a message when they do not fit the kernel)."""
     from .runtime.specialize import parse_signature_type
     fn = _load_kernel(args.target)
     consts = dict(_parse_const(c) for c in args.const)
@@ -67,6 +67,14 @@ def cmd_ir(args) -> int:
         else:
             spec[p] = sig[runtime.index(p)]
     fn.constexprs = set(fn.constexprs) | set(consts)
+    return fn, spec, runtime
+
+
+def cmd_ir(args) -> int:
+    from .errors import MutileError
+    from .runtime.compile import frontend_and_passes
+    from .runtime.specialize import parse_signature_type
+    fn, spec, runtime = _spec(args)
     try:
         for p in runtime:
             spec[p] = parse_signature_type(spec[p])
@@ -80,6 +88,29 @@ def cmd_ir(args) -> int:
             raise SystemExit(f"mutile: no stage '{n}'; stages: {', '.join(stages)}")
         print(f"// ----- {n} -----")
         print(stages[n])
+    return 0
+
+
+def cmd_asm(args) -> int:
+    """Print a kernel's Pinghu ISA listing (and its metadata with --meta)."""
+    from .backends.pinghu import compile as pinghu_compile
+    from .errors import MutileError
+    from .runtime.compile import frontend_and_passes
+    from .runtime.specialize import parse_signature_type
+    fn, spec, runtime = _spec(args)
+    options = {"num_warps": args.num_warps}
+    try:
+        for p in runtime:
+            spec[p] = parse_signature_type(spec[p])
+        module, _, _ = frontend_and_passes(fn, spec, options, verify=True)
+        kernel = pinghu_compile(module, options)
+    except MutileError as e:
+        print(e, file=sys.stderr)
+        return 1
+    print(kernel.asm["musa"], end="")
+    if args.meta:
+        for k, v in kernel.metadata.items():
+            print(f"// {k}: {v}")
     return 0
 
 
@@ -138,6 +169,13 @@ def main(argv=None) -> int:
     pi.add_argument("--const", action="append", default=[], help="constexpr NAME=VALUE")
     pi.add_argument("--pass", dest="pass_name", default=None,
                     help="print only this stage (ir, inline, canonicalize, cse, licm, dce)")
+    pa = sub.add_parser("asm", help="print a kernel's Pinghu ISA listing")
+    pa.add_argument("target", help="FILE.py::KERNEL")
+    pa.add_argument("--signature", default="", help='runtime parameter types, e.g. "*fp16,*fp16,i32"')
+    pa.add_argument("--const", action="append", default=[], help="constexpr NAME=VALUE")
+    pa.add_argument("--num-warps", type=int, default=4)
+    pa.add_argument("--meta", action="store_true", help="also print registers, shared bytes, "
+                    "instruction counts")
     pb = sub.add_parser("bench", help="speed tables: mutile vs numpy, side by side")
     pb.add_argument("--quick", action="store_true", help="smaller sizes")
     pb.add_argument("--backend", default="llvm")
@@ -158,6 +196,8 @@ def _dispatch(args) -> int:
         return cmd_demo(args)
     if args.cmd == "ir":
         return cmd_ir(args)
+    if args.cmd == "asm":
+        return cmd_asm(args)
     from .bench import run_bench
     return run_bench(quick=args.quick, backend=args.backend, baseline=args.baseline,
                      as_json=args.json, compile_times=not args.no_compile)

@@ -79,6 +79,8 @@ class Codegen:
         self._loops = 0
         self.shared_top = 0           # bytes of shared memory the kernel needs
         self.tid: VR | None = None
+        self.prints: list[dict] = []      # device_print formats (see cg_debug)
+        self.asserts: list[str] = []      # device_assert messages
 
     # ---------------------------------------------------------------- emission
     def vreg(self, nregs: int, align: int = 1, kind: str = "R") -> VReg:

@@ -55,7 +55,8 @@ def walk(cg: Codegen, block) -> list:
 
 
 def generate(module, options: dict | None = None) -> Program:
-    """The ISA program of ``module``'s kernel (calls already inlined)."""
+    """The ISA program of ``module``'s kernel (calls already inlined); its ``debug``
+    attribute holds the device_print formats and device_assert messages."""
     options = dict(options or {})
     func = module.entry
     cg = Codegen(func, options)
@@ -79,8 +80,10 @@ def generate(module, options: dict | None = None) -> Program:
     walk(cg, func.body)
     if not cg.code or cg.code[-1].row is None or cg.code[-1].row.mnemonic != "EXIT":
         cg.emit("EXIT")
-    return build_program(func.name, params, cg.code, cg.threads, cg.shared_top, func.loc,
+    prog = build_program(func.name, params, cg.code, cg.threads, cg.shared_top, func.loc,
                          pinned=(tid,))
+    prog.debug = {"prints": cg.prints, "asserts": cg.asserts}
+    return prog
 
 
 def _load_param(cg: Codegen, t, p: Param):

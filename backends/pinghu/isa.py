@@ -27,6 +27,7 @@ UNITS: dict[str, str] = {
     "WMMA": "warp-level matrix multiply-accumulate on register fragments",
     "BRA": "control flow: branches, reconvergence, exit",
     "S2R": "reads of special registers",
+    "DBG": "debugging: device_print records and device_assert checks (host-formatted)",
 }
 
 # Latency classes name how an instruction is timed; the cycle counts live in the machine
@@ -47,6 +48,7 @@ LATENCY_CLASSES: dict[str, str] = {
     "wmma": "warp-level MMA",
     "control": "branch, reconvergence, exit, no-op",
     "s2r": "special-register read",
+    "debug": "print record or assertion check",
 }
 
 

@@ -192,3 +192,14 @@ define("SYNC", "BRA", "control", [],
        "the executing lanes wait at the innermost SSY point (see Reconvergence)", runs=False)
 define("EXIT", "BRA", "control", [], "the executing lanes finish", runs=False)
 define("NOP", "BRA", "control", [], "nothing", runs=False)
+
+# ---------------------------------------------------------------- DBG
+# Like a GPU's printf FIFO: the device records values, the host formats them after the
+# launch with the kernel's print table (format id -> prefix, tile shape, hex).
+for _t in ("S32", "U32", "S64", "U64", "F32", "F64", "B32", "B64"):
+    define(f"DBG.PRINT.{_t}", "DBG", "debug", [imm("f", "u32"), src("a", _t, False, False),
+           src("i", "S32", False, False)],
+           "record (format f, block, element index i, value a) for the host to print"
+           + (" in hex" if _t[0] == "B" else ""), family="DBG.PRINT", type=_t)
+define("DBG.ASSERT", "DBG", "debug", [imm("f", "u32"), pred("p")],
+       "fault with the kernel's assertion message f where p is false", family="DBG.ASSERT")

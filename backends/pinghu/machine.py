@@ -71,13 +71,13 @@ class Machine:
     def __init__(self, params: MachineParams = PINGHU):
         self.params = params
         self.stats = Stats()
-        self._by_pc: np.ndarray | None = None
+        self._by_pc: list[int] = []
         self._program = None
 
     def on_launch(self, program, grid: tuple) -> None:
         """A launch of ``program`` over ``grid`` blocks begins."""
         self._program = program
-        self._by_pc = np.zeros(len(program.instructions) + 1, np.int64)
+        self._by_pc = [0] * (len(program.instructions) + 1)
         self.stats = Stats()
 
     def on_wave(self, blocks: np.ndarray, warps: int) -> None:
@@ -97,13 +97,12 @@ class Machine:
         """The launch ended; returns the statistics."""
         s = self.stats
         n = len(self._program.instructions)
-        by_pc = self._by_pc[:n]
-        s.by_pc = by_pc.tolist()
-        s.warp_instructions = int(by_pc.sum() + self._by_pc[n])
+        s.by_pc = self._by_pc[:n]
+        s.warp_instructions = sum(self._by_pc)
         units = dict.fromkeys(UNITS, 0)
         for ins, k in zip(self._program.instructions, s.by_pc):
             units[ins.op.unit] += k
-        units["BRA"] += int(self._by_pc[n])            # running past the end is EXIT
+        units["BRA"] += self._by_pc[n]            # running past the end is EXIT
         s.by_unit = {u: k for u, k in units.items() if k}
         return s
 

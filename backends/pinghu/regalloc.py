@@ -151,7 +151,7 @@ def _phys(o, spec_width: int, a: Allocation, scratch: dict):
     if isinstance(o, VMem):
         if o.base is None:
             return Mem(Reg(RZ), o.offset)
-        return Mem(_phys(o.base, spec_width, a, scratch), o.offset)
+        return Mem(_phys(o.base, spec_width, a, scratch), o.offset)  # spec_width: the base's
     return o
 
 
@@ -255,7 +255,8 @@ def lower_instruction(ins: VIns, a: Allocation) -> list[Instruction]:
 
 
 def _emit(ins: VIns, a: Allocation, scratch: dict) -> Instruction:
-    ops = tuple(_phys(o, ins.row.operands[k].width if k < len(ins.row.operands) else 1, a,
+    specs = ins.row.operands
+    ops = tuple(_phys(o, specs[k].base_width if isinstance(o, VMem) else specs[k].width, a,
                       scratch) for k, o in enumerate(ins.operands))
     guard = _phys(ins.guard, 1, a, scratch) if ins.guard is not None else None
     return Instruction(ins.row, ops, guard, comment=ins.comment, loc=ins.loc)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import importlib
+import os
 import time
 
 from ..errors import CompilationError, LaunchError
@@ -11,7 +12,7 @@ from ..passes import run_pipeline
 from . import cache
 from .specialize import stored_params
 
-BACKENDS = {"llvm": "mutile.backends.llvm"}
+BACKENDS = {"llvm": "mutile.backends.llvm", "pinghu": "mutile.backends.pinghu"}
 _PAYLOAD_KEYS = frozenset({"binary", "asm", "metadata", "deps", "stored"})
 
 
@@ -49,7 +50,8 @@ def build(jitfn, spec, options):
     key = cache.make_key("kernel", jitfn.fn.__module__, jitfn.fn.__qualname__,
                          cache.source_hash(jitfn.fn), _spec_repr(jitfn, spec), key_options)
     t0 = time.perf_counter()
-    payload = cache.load(key)
+    # an edited listing in MUTILE_OVERRIDE_DIR replaces the program: never reuse a build
+    payload = None if os.environ.get("MUTILE_OVERRIDE_DIR") else cache.load(key)
     if not (isinstance(payload, dict) and _PAYLOAD_KEYS <= payload.keys()
             and isinstance(payload["deps"], list)):
         payload = None

@@ -143,6 +143,7 @@ class JITFunction:
         bound.apply_defaults()
         options.setdefault("backend", default_backend())
         options["check_bounds"] = bool(options.get("check_bounds")) or _env_flag("MUTILE_CHECK_BOUNDS")
+        options["sanitize"] = bool(options.get("sanitize")) or _env_flag("MUTILE_SANITIZE")
         return dict(bound.arguments), options
 
     def specialize(self, bound: dict) -> dict:
@@ -164,7 +165,8 @@ class JITFunction:
 
     def _get(self, spec, options):
         mem_key = (tuple((p, _freeze(spec[p])) for p in self.params),
-                   tuple(sorted((k, repr(v)) for k, v in options.items() if k != "num_threads")))
+                   tuple(sorted((k, repr(v)) for k, v in options.items() if k != "num_threads")),
+                   os.environ.get("MUTILE_OVERRIDE_DIR"))
         k = self.cache.get(mem_key)
         if k is not None and cache.deps_hold(k.deps):
             return k, True

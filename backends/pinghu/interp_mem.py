@@ -1,0 +1,353 @@
+"""Memory of the interpreter: global regions backed by the user's arrays, shared and local
+memory, the LSU instructions, bounds and alignment checks and the shared-memory sanitizer.
+
+Global memory is one region per pointer parameter: the bytes its array's elements span,
+as a writable uint8 view of the array's own memory (stores land in the user's array). A
+region sits at virtual address ``(i + 1) << 40`` plus the low 12 bits of the array's real
+address, so a virtual address has the alignment of the real one and maps back to its
+region with ``np.searchsorted``. Every access is checked for all elements of an
+instruction at once; the first bad element is reported as a core dump (see
+:meth:`.interp.State.fault`).
+"""
+from __future__ import annotations
+
+import ctypes
+
+import numpy as np
+
+from .interp_ops import elements, impl, reader, writer
+
+REGION_SHIFT = 40
+WIDTHS = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
+_LANE4 = np.arange(4)
+
+
+def typed_views(buf: np.ndarray, shift_of=lambda w: 0) -> dict:
+    """Views of a flat uint8 buffer as 1/2/4/8-byte unsigned integers; element 0 of the
+    w-byte view starts at byte ``shift_of(w)``."""
+    out = {}
+    for w, dt in WIDTHS.items():
+        s = shift_of(w)
+        n = max(0, (len(buf) - s) // w)
+        out[w] = buf[s:s + n * w].view(dt)
+    return out
+
+
+def _gather(views: dict, byte: np.ndarray, nbytes: int, shift: int = 0) -> np.ndarray:
+    if nbytes == 16:
+        return views[4][((byte - shift) // 4)[:, None] + _LANE4]
+    return views[nbytes][(byte - shift) // nbytes]
+
+
+def _scatter(views: dict, byte: np.ndarray, nbytes: int, vals: np.ndarray, shift: int = 0):
+    if nbytes == 16:
+        views[4][((byte - shift) // 4)[:, None] + _LANE4] = vals
+    else:
+        views[nbytes][(byte - shift) // nbytes] = vals
+
+
+# ---------------------------------------------------------------- global memory
+class Region:
+    """One pointer parameter's array as global memory."""
+
+    def __init__(self, index: int, name: str, a: np.ndarray):
+        self.name, self.array = name, a
+        lo = sum((n - 1) * s for n, s in zip(a.shape, a.strides) if s < 0 and n)
+        hi = sum((n - 1) * s for n, s in zip(a.shape, a.strides) if s > 0 and n)
+        self.size = 0 if a.size == 0 else hi - lo + a.itemsize
+        real = a.ctypes.data + lo
+        self.start = ((index + 1) << REGION_SHIFT) + (real & 0xFFF)
+        self.pointer = self.start - lo                 # the address of element 0
+        self.readonly = not a.flags.writeable
+        if self.size:
+            raw = (ctypes.c_uint8 * self.size).from_address(real)
+            self.buf = np.frombuffer(raw, np.uint8)
+        else:
+            self.buf = np.zeros(0, np.uint8)
+        self.shift = {w: (-real) % w for w in WIDTHS}
+        self.views = typed_views(self.buf, self.shift.get)
+
+    def describe(self) -> str:
+        """``parameter 'X' (4096 bytes, 1024 x float32)``."""
+        shape = " x ".join(map(str, self.array.shape)) or "scalar"
+        view = "" if self.array.flags.c_contiguous else " view"
+        return f"parameter '{self.name}' ({self.size} bytes, {shape} {self.array.dtype}{view})"
+
+
+class GlobalMemory:
+    """The regions of one launch, sorted by virtual address."""
+
+    def __init__(self, regions: list[Region]):
+        self.regions = regions
+        self.starts = np.array([r.start for r in regions] or [0], np.int64)
+        self.ends = np.array([r.start + r.size for r in regions] or [0], np.int64)
+
+    def where(self, addr: int, nbytes: int) -> str:
+        """Where an access of ``nbytes`` at ``addr`` falls relative to the arrays."""
+        if not self.regions:
+            return "the kernel has no pointer parameters"
+        def dist(r):
+            return 0 if r.start <= addr < r.start + r.size else \
+                min(abs(addr - r.start), abs(addr + nbytes - r.start - r.size))
+        r = min(self.regions, key=dist)
+        end = r.start + r.size
+        if addr < r.start:
+            return f"{r.start - addr} bytes before the start of {r.describe()}"
+        if addr + nbytes > end:
+            return f"{addr + nbytes - end} bytes past the end of {r.describe()} " \
+                   f"(byte offset {addr - r.start})"
+        return f"byte offset {addr - r.start} of {r.describe()}"
+
+    def locate(self, addr: np.ndarray, nbytes: int) -> np.ndarray:
+        """Region index of each address (-1 where the access is not inside one)."""
+        i = np.searchsorted(self.starts, addr, side="right") - 1
+        ok = (i >= 0) & (addr + nbytes <= self.ends[np.maximum(i, 0)])
+        return np.where(ok, i, -1)
+
+
+def _selected(addr, mask):
+    """(flat addresses of the elements that access memory, their flat indices or None)."""
+    if mask is None:
+        return addr.ravel(), None
+    pick = np.flatnonzero(np.broadcast_to(mask, addr.shape))
+    return addr.ravel()[pick], pick
+
+
+def _first_bad(st, sel, ins, bad, pick, k, headline):
+    j = int(np.argmax(bad))
+    flat = int(pick[j]) if pick is not None else j
+    st.fault(sel, flat // k, flat % k if ins.count else None, headline(j))
+
+
+def _global(st, sel, ins, addr, mask, nbytes, vals=None):
+    """Load (vals None; returns the values of the selected elements) or store ``vals``."""
+    g = st.glob
+    k = addr.shape[1]
+    a, pick = _selected(addr, mask)
+    if not a.size:
+        return a, pick
+    what = "store" if vals is not None else "load"
+    lo, hi = int(a.min()), int(a.max())
+    one = g.locate(np.array([lo, hi]), nbytes)
+    if one[0] >= 0 and one[0] == one[1] and (hi + nbytes <= g.ends[one[0]]):
+        ri = np.full(1, one[0])
+        region_of = None
+    else:
+        region_of = g.locate(a, nbytes)
+        if (region_of < 0).any():
+            bad = region_of < 0
+            _first_bad(st, sel, ins, bad, pick, k, lambda j: (
+                f"out-of-bounds global {what} of {nbytes} bytes at address "
+                f"0x{int(a[j]):x}: {g.where(int(a[j]), nbytes)}"))
+        ri = np.unique(region_of)
+    if nbytes > 1 and (a & (nbytes - 1)).any():
+        bad = (a & (nbytes - 1)) != 0
+        _first_bad(st, sel, ins, bad, pick, k, lambda j: (
+            f"misaligned global {what} of {nbytes} bytes at address 0x{int(a[j]):x} (not a "
+            f"multiple of {nbytes}): {g.where(int(a[j]), nbytes)}"))
+    out = None
+    for r_i in ri:
+        r = g.regions[int(r_i)]
+        sub = slice(None) if region_of is None else region_of == r_i
+        byte = (a if region_of is None else a[sub]) - r.start
+        shift = r.shift[min(nbytes, 4) if nbytes == 16 else nbytes]
+        if vals is None:
+            got = _gather(r.views, byte, nbytes, shift)
+            if region_of is None:
+                return got, pick
+            if out is None:
+                out = np.zeros((len(a),) + got.shape[1:], got.dtype)
+            out[sub] = got
+            continue
+        if r.readonly:
+            bad = np.ones(len(a), bool) if region_of is None else sub
+            _first_bad(st, sel, ins, bad, pick, k, lambda j: (
+                f"global store to read-only {r.describe()} at address 0x{int(a[j]):x}"))
+        _scatter(r.views, byte, nbytes, vals if region_of is None else vals[sub], shift)
+    return out, pick
+
+
+# ---------------------------------------------------------------- shared and local memory
+def _onchip(st, sel, ins, addr, mask, nbytes, space, vals=None):
+    """Shared or local access: returns (values or None, pick)."""
+    k = addr.shape[1]
+    if space == "SHARED":
+        size, pad, views = st.program.shared, st.shared_pad, st.shared_views
+        owner = st.row_block[sel.rows][:, None]
+        what = f"the block's {size} bytes of shared memory (.shared {size})"
+    else:
+        size, pad, views = st.program.local, st.local_pad, st.local_views
+        owner = st.row_index[sel.rows][:, None]
+        what = f"the thread's {size} bytes of local memory (.local {size})"
+    a, pick = _selected(addr, mask)
+    if not a.size:
+        return a, pick
+    kind = f"{space.lower()} {'store' if vals is not None else 'load'} of {nbytes} bytes"
+    bad = (a < 0) | (a + nbytes > size)
+    if bad.any():
+        _first_bad(st, sel, ins, bad, pick, k, lambda j: (
+            f"out-of-bounds {kind} at {space.lower()} address 0x{int(a[j]) & 0xFFFFFFFF:x}"
+            f"{' (' + str(int(a[j])) + ')' if a[j] < 0 else ''}: outside {what}"))
+    if nbytes > 1 and (a & (nbytes - 1)).any():
+        bad = (a & (nbytes - 1)) != 0
+        _first_bad(st, sel, ins, bad, pick, k, lambda j: (
+            f"misaligned {kind} at {space.lower()} address 0x{int(a[j]):x} (not a multiple "
+            f"of {nbytes})"))
+    own = np.broadcast_to(owner, addr.shape)
+    own = own.ravel() if pick is None else own.ravel()[pick]
+    byte = own * pad + a
+    san = st.sanitizer if space == "SHARED" else None
+    if san is not None:
+        thr = np.broadcast_to(sel.row_array()[:, None], addr.shape).ravel()
+        warp = thr // 32 if pick is None else thr[pick] // 32
+        (san.read if vals is None else san.write)(st, sel, ins, byte, nbytes, pick, k, own,
+                                                 warp)
+    if vals is None:
+        return _gather(views, byte, nbytes), pick
+    _scatter(views, byte, nbytes, vals)
+    return None, pick
+
+
+# ---------------------------------------------------------------- LSU instructions
+_LOADS = {"U8": (1, np.uint8, "u32"), "S8": (1, np.int8, "i32"), "U16": (2, np.uint16, "u32"),
+          "S16": (2, np.int16, "i32"), "B32": (4, np.uint32, "u32"),
+          "B64": (8, np.uint64, "u64"), "B128": (16, np.uint32, "u32")}
+_STORES = {"B8": (1, "u32"), "B16": (2, "u32"), "B32": (4, "u32"), "B64": (8, "u64"),
+           "B128": (16, "u32")}
+
+
+def _address(ins, m):
+    """``(st, sel) -> int64 addresses (n, count)`` of memory operand ``m``."""
+    k = elements(ins)
+    off = m.offset
+    if ins.op.attrs["space"] == "GLOBAL":
+        r = reader(m.base, "i64")
+        return lambda st, sel: np.broadcast_to(r(st, sel.rows) + off, (sel.n, k))
+    r = reader(m.base, "u32")
+    return lambda st, sel: np.broadcast_to(r(st, sel.rows).astype(np.int64) + off,
+                                           (sel.n, k))
+
+
+def _access(ins):
+    space = ins.op.attrs["space"]
+    if space == "GLOBAL":
+        return lambda st, sel, a, m, nb, vals=None: _global(st, sel, ins, a, m, nb, vals)
+    return lambda st, sel, a, m, nb, vals=None: _onchip(st, sel, ins, a, m, nb, space, vals)
+
+
+@impl("LSU.LD")
+def _load(ins):
+    nbytes, dt, view = _LOADS[ins.op.attrs["type"]]
+    d, m = ins.operands
+    k = elements(ins)
+    addr, access = _address(ins, m), _access(ins)
+    w = writer(d, view, 4 if nbytes == 16 else 0)
+    quad = nbytes == 16
+    wide = {"u32": np.uint32, "i32": np.int32, "u64": np.uint64}[view]
+
+    def run(st, sel):
+        a = addr(st, sel)
+        got, pick = access(st, sel, a, sel.mask, nbytes)
+        got = got.view(dt)
+        if pick is not None:
+            full = np.zeros((a.size,) + got.shape[1:], got.dtype)
+            full[pick] = got
+            got = full
+        w(st, sel, got.reshape(a.shape[0], 4 * k if quad else k).astype(wide, copy=False))
+    return run
+
+
+@impl("LSU.ST")
+def _store(ins):
+    nbytes, view = _STORES[ins.op.attrs["type"]]
+    m, s = ins.operands
+    k = elements(ins)
+    addr, access = _address(ins, m), _access(ins)
+    val = reader(s, view, 4 if nbytes == 16 else 0)
+    dt = WIDTHS.get(nbytes, np.uint32)
+
+    def run(st, sel):
+        a = addr(st, sel)
+        v = val(st, sel.rows)
+        if nbytes == 16:
+            v = np.broadcast_to(v.reshape(v.shape[0], -1, 4), (a.shape[0], k, 4))
+            v = v.reshape(-1, 4)
+        else:
+            v = np.broadcast_to(v, a.shape).astype(dt, copy=False).ravel()
+        mask = sel.mask
+        if mask is not None:
+            pick = np.flatnonzero(np.broadcast_to(mask, a.shape))
+            v = v[pick]
+        access(st, sel, a, mask, nbytes, v)
+    return run
+
+
+# ---------------------------------------------------------------- sanitizer
+class SharedSanitizer:
+    """Tracks, per byte of every resident block's shared memory, whether it was written
+    and by which warp in which barrier epoch; reports reads of never-written bytes and
+    read/write races between warps of a block with no BAR.SYNC between them."""
+
+    def __init__(self, nbytes: int, warps_per_block: int, blocks: int):
+        self.init = np.zeros(nbytes, bool)
+        self.writer = np.full(nbytes, -1, np.int32)
+        self.wepoch = np.full(nbytes, -1, np.int64)
+        self.reader = np.full(nbytes, -1, np.int32)
+        self.repoch = np.full(nbytes, -1, np.int64)
+        self.epoch = np.zeros(blocks, np.int64)
+
+    def barrier(self, block: int) -> None:
+        """Block ``block``'s barrier released: accesses before and after are ordered."""
+        self.epoch[block] += 1
+
+    @staticmethod
+    def _bytes(byte, nbytes):
+        return byte[:, None] + np.arange(nbytes)
+
+    def read(self, st, sel, ins, byte, nbytes, pick, k, block, warp):
+        """Check a shared load of ``nbytes`` at flat byte offsets ``byte`` by ``warp``
+        (per element; ``block``: the element's block in the wave)."""
+        b = self._bytes(byte, nbytes)
+        bad = ~self.init[b].all(axis=1)
+        if bad.any():
+            _first_bad(st, sel, ins, bad, pick, k, lambda j: (
+                f"uninitialized shared memory read: {nbytes}-byte shared load at shared "
+                f"address 0x{int(byte[j] - block[j] * st.shared_pad):x} reads bytes no "
+                f"thread of the block has written"))
+        ep = self.epoch[block][:, None]
+        w, me = self.writer[b], warp[:, None]
+        racy = (w >= 0) & (w != me) & (self.wepoch[b] == ep)
+        if racy.any():
+            _first_bad(st, sel, ins, racy.any(axis=1), pick, k, lambda j: self._race(
+                st, "reads", byte[j], block[j], int(w[j][racy[j]][0]), nbytes))
+        r, same = self.reader[b], self.repoch[b] == ep
+        self.reader[b] = np.where(~same | (r == -1), me, np.where(r == me, r, -2))
+        self.repoch[b] = ep
+
+    def write(self, st, sel, ins, byte, nbytes, pick, k, block, warp):
+        """Record a shared store by ``warp`` (per element), checking it for races."""
+        b = self._bytes(byte, nbytes)
+        ep = self.epoch[block][:, None]
+        w, r, me = self.writer[b], self.reader[b], warp[:, None]
+        waw = (w >= 0) & (w != me) & (self.wepoch[b] == ep)
+        war = (r != -1) & (r != me) & (self.repoch[b] == ep)
+        race = (waw | war).any(axis=1)
+        if race.any():
+            def text(j):
+                if waw[j].any():
+                    return self._race(st, "writes", byte[j], block[j], int(w[j][waw[j]][0]),
+                                      nbytes, "written")
+                return self._race(st, "writes", byte[j], block[j], int(r[j][war[j]][0]),
+                                  nbytes, "read")
+            _first_bad(st, sel, ins, race, pick, k, text)
+        self.init[b] = True
+        self.writer[b] = me
+        self.wepoch[b] = ep
+        self.reader[b] = -1
+
+    @staticmethod
+    def _race(st, verb, byte, block, other, nbytes, done="written"):
+        off = int(byte - block * st.shared_pad)
+        who = "several warps" if other == -2 else f"warp {other % st.warps_per_block}"
+        return (f"shared memory race: this warp {verb} {nbytes} bytes at shared address "
+                f"0x{off:x} {done} by {who} of the block with no BAR.SYNC between")

@@ -1,0 +1,113 @@
+"""The pinghu backend's compiled kernel: an ISA program run by the interpreter.
+
+    kernel = compile(module, {"num_warps": 4})
+    kernel.run([x, y, n], grid=(64,))
+    print(kernel.asm["musa"])          # the listing, with // file.py:LINE  source lines
+
+``compile`` generates the program (:mod:`.codegen`), or, when ``MUTILE_OVERRIDE_DIR``
+holds ``<kernel>.musa``, assembles that edited listing instead (its parameters must be
+the kernel's). ``serialize``/``deserialize`` keep the binary encoding.
+"""
+from __future__ import annotations
+
+import os
+import pickle
+from collections import Counter
+from pathlib import Path
+
+from mutile.errors import CompilationError
+
+from .asm import assemble
+from .disasm import disassemble
+from .encoding import decode, encode
+from .errors import AssemblyError
+from .program import Program
+
+OVERRIDE_ENV = "MUTILE_OVERRIDE_DIR"
+
+
+class PinghuKernel:
+    """A compiled kernel: ``run(args, grid)``, ``asm`` ("musa" listing, "musa_bin"
+    bytes) and ``metadata`` (registers per thread, shared and local bytes, instruction
+    counts by unit)."""
+
+    def __init__(self, program: Program, options: dict, overridden: str | None = None,
+                 debug: dict | None = None):
+        self.program = program
+        self.debug = debug if debug is not None else getattr(program, "debug", {})
+        self.name = program.name
+        self.options = dict(options)
+        text = disassemble(program)
+        self.asm = {"musa": text, "musa_bin": encode(program)}
+        units = Counter(ins.op.unit for ins in program.instructions)
+        self.metadata = {
+            "name": program.name, "registers_per_thread": program.regs,
+            "shared_bytes": program.shared, "local_bytes": program.local,
+            "threads_per_block": program.threads, "num_warps": program.threads // 32,
+            "instructions": len(program.instructions),
+            "instructions_by_unit": dict(sorted(units.items())),
+            "override": overridden,
+        }
+
+    def run(self, args, grid, arg_ranges=None, num_threads=None) -> None:
+        """Execute on the Pinghu interpreter over ``grid`` (numpy arrays for pointers)."""
+        from .interp import execute
+        g = tuple(grid) + (1,) * (3 - len(grid))
+        sanitize = bool(self.options.get("sanitize"))
+        execute(self.program, list(args), g, sanitize=sanitize, kernel_name=self.name,
+                debug=self.debug)
+
+    launch = run
+
+    def __repr__(self) -> str:
+        return f"<PinghuKernel {self.name} ({self.program.regs} regs/thread)>"
+
+
+def _override(program: Program) -> tuple[Program, str] | None:
+    folder = os.environ.get(OVERRIDE_ENV)
+    if not folder:
+        return None
+    path = Path(folder) / f"{program.name}.musa"
+    if not path.is_file():
+        return None
+    text = path.read_text()
+    try:
+        edited = assemble(text, source=str(path))
+    except AssemblyError as e:
+        raise CompilationError(f"override {path}: {e}") from None
+    mine = [(p.name, p.type, p.offset) for p in program.params]
+    theirs = [(p.name, p.type, p.offset) for p in edited.params]
+    if mine != theirs:
+        raise CompilationError(f"override {path}: parameters {theirs} do not match the "
+                               f"kernel's {mine}")
+    if edited.name != program.name:
+        raise CompilationError(f"override {path}: .kernel {edited.name}, expected "
+                               f"{program.name}")
+    return edited, str(path)
+
+
+def compile(module, options: dict | None = None) -> PinghuKernel:
+    """Generate (or take the override of) ``module``'s kernel program."""
+    from .codegen import generate
+    options = dict(options or {})
+    program = generate(module, options)
+    over = _override(program)
+    if over is not None:
+        return PinghuKernel(over[0], options, over[1], program.debug)
+    return PinghuKernel(program, options)
+
+
+def serialize(kernel: PinghuKernel) -> bytes:
+    """The kernel's binary encoding and options."""
+    return pickle.dumps({"version": 1, "binary": kernel.asm["musa_bin"],
+                         "options": kernel.options, "override": kernel.metadata["override"],
+                         "debug": kernel.debug})
+
+
+def deserialize(data: bytes) -> PinghuKernel:
+    """The kernel :func:`serialize` saved (decoded from its binary)."""
+    d = pickle.loads(data)
+    if d.get("version") != 1:
+        raise ValueError("unknown serialized pinghu kernel version")
+    program = decode(d["binary"])
+    return PinghuKernel(program, d["options"], d.get("override"), d.get("debug", {}))
