@@ -120,7 +120,17 @@ def mark():
 # ---------------------------------------------------------------- launching kernels
 # Every backend-dependent test takes the ``backend`` fixture and launches with
 # ``backend=backend``; a new backend is added to this list and every such test runs on it.
-BACKENDS = ["llvm"]
+BACKENDS = ["llvm", "pinghu"]
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _pinghu_round_trip():
+    """Every pinghu kernel compiled by the tests checks that its listing survives
+    text -> binary -> text and the assembler (the ISA round-trip acceptance)."""
+    from mutile.backends.pinghu import kernel
+    kernel.CHECK_ROUND_TRIP = True
+    yield
+    kernel.CHECK_ROUND_TRIP = False
 
 
 @pytest.fixture(params=BACKENDS)

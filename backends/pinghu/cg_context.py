@@ -320,7 +320,7 @@ class Codegen:
             self.emit("ALU.MOV.B32", VR(first, 0, 1), self.tid)
         self.emit("ALU.IOTA.S32", out.run(), VR(first, 0, 1), IntImm(1))
         if lay.replicated:
-            self.emit("LOP.AND.B32", out.run(), out.run(), IntImm(lay.n - 1))
+            self.emit("ALU.LOP.AND.B32", out.run(), out.run(), IntImm(lay.n - 1))
         return out
 
     def coord(self, index: TileVal, shape: tuple, dim: int) -> TileVal:
@@ -331,7 +331,7 @@ class Codegen:
         if inner > 1:
             self.emit("ALU.SHR.U32", out.run(), src, IntImm(log2(inner)))
             src = out.run()
-        self.emit("LOP.AND.B32", out.run(), src, IntImm(shape[dim] - 1))
+        self.emit("ALU.LOP.AND.B32", out.run(), src, IntImm(shape[dim] - 1))
         return out
 
     # ---------------------------------------------------------------- shared memory moves

@@ -19,7 +19,7 @@ _FLOAT = {"add": "ALU.FADD", "sub": "ALU.FSUB", "mul": "ALU.FMUL", "div": "ALU.F
           "rem": "ALU.FREM", "min": "ALU.FMNMX.MIN", "max": "ALU.FMNMX.MAX", "pow": "SFU.POW"}
 _INT = {"add": "ALU.IADD", "sub": "ALU.ISUB", "mul": "ALU.IMUL", "div": "ALU.IDIV",
         "rem": "ALU.IREM", "min": "ALU.IMNMX.MIN", "max": "ALU.IMNMX.MAX",
-        "and": "LOP.AND", "or": "LOP.OR", "xor": "LOP.XOR", "shl": "ALU.SHL", "shr": "ALU.SHR"}
+        "and": "ALU.LOP.AND", "or": "ALU.LOP.OR", "xor": "ALU.LOP.XOR", "shl": "ALU.SHL", "shr": "ALU.SHR"}
 _SFU = {"exp": "EXP", "exp2": "EX2", "log": "LOG", "log2": "LG2", "sqrt": "SQRT",
         "rsqrt": "RSQ", "sin": "SIN", "cos": "COS", "tanh": "TANH", "erf": "ERF"}
 _CMP = {"eq": "EQ", "ne": "NE", "lt": "LT", "le": "LE", "gt": "GT", "ge": "GE"}
@@ -46,7 +46,7 @@ def _isa_int_type(t) -> str:
 
 def _int_suffix(mn: str, t) -> str:
     it = isa_int(t)
-    if mn in ("LOP.AND", "LOP.OR", "LOP.XOR", "ALU.SHL"):
+    if mn in ("ALU.LOP.AND", "ALU.LOP.OR", "ALU.LOP.XOR", "ALU.SHL"):
         return "B64" if width(t) == 2 else "B32"
     if mn in ("ALU.IADD", "ALU.ISUB", "ALU.IMUL"):
         return "S64" if width(t) == 2 else "S32"
@@ -73,7 +73,7 @@ def from_f32(cg: Codegen, src: TileVal, t) -> None:
 def wrap_int(cg: Codegen, tile: TileVal, t) -> None:
     """Bring a narrow integer (or i1) computed in 32 bits back to its type, in place."""
     if t.is_bool():
-        cg.emit("LOP.AND.B32", tile.run(), tile.run(), IntImm(1))
+        cg.emit("ALU.LOP.AND.B32", tile.run(), tile.run(), IntImm(1))
     elif t.bits < 32:
         cg.emit(f"CVT.{cvt_name(t)}.{'S32' if t.is_int_signed() else 'U32'}", tile.run(),
                 tile.run())
@@ -185,11 +185,11 @@ def lower_unary(cg: Codegen, op) -> None:
     b64 = "B64" if width(t) == 2 else "B32"
     if t.is_floating():
         if op.name == "neg":
-            cg.emit(f"LOP.XOR.{b64}", out.run(), xo, _sign_mask(cg, t, False))
+            cg.emit(f"ALU.LOP.XOR.{b64}", out.run(), xo, _sign_mask(cg, t, False))
         else:
-            cg.emit(f"LOP.AND.{b64}", out.run(), xo, _sign_mask(cg, t, True))
+            cg.emit(f"ALU.LOP.AND.{b64}", out.run(), xo, _sign_mask(cg, t, True))
     elif op.name == "not":
-        cg.emit(f"LOP.XOR.{b64}", out.run(), xo, IntImm(1 if t.is_bool() else 0xFFFFFFFF))
+        cg.emit(f"ALU.LOP.XOR.{b64}", out.run(), xo, IntImm(1 if t.is_bool() else 0xFFFFFFFF))
         if not t.is_bool():
             wrap_int(cg, out, t)
     elif op.name == "neg":
@@ -284,7 +284,7 @@ def lower_bitcast(cg: Codegen, op) -> None:
     elif dst.bits < 32 and not dst.is_floating() and dst.is_int_signed():
         cg.emit(f"CVT.{cvt_name(dst)}.U32", out.run(), xo)
     elif dst.bits < 32:
-        cg.emit("LOP.AND.B32", out.run(), xo, IntImm((1 << dst.bits) - 1))
+        cg.emit("ALU.LOP.AND.B32", out.run(), xo, IntImm((1 << dst.bits) - 1))
     else:
         cg.emit("ALU.MOV.B32", out.run(), xo)
     _finish(cg, op, out, shape, uni)

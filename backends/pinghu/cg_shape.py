@@ -44,10 +44,10 @@ def source_index(cg: Codegen, idx: TileVal, dst_shape: tuple, src_shape: tuple,
             out = c
             first = False
         else:
-            cg.emit("LOP.OR.B32", out.run(), out.run(), c.run())
+            cg.emit("ALU.LOP.OR.B32", out.run(), out.run(), c.run())
     if first:
         cg.emit("ALU.MOV.IMM", out.run(0, 1), IntImm(0)) if out.E == 1 else \
-            cg.emit("LOP.AND.B32", out.run(), idx.run(), IntImm(0))
+            cg.emit("ALU.LOP.AND.B32", out.run(), idx.run(), IntImm(0))
     return out
 
 

@@ -17,7 +17,7 @@ from mutile.ir.types import DescType, PointerType, TileType
 
 # importing the lowering modules registers their ops
 from . import cg_control, cg_debug, cg_desc, cg_dot, cg_elementwise  # noqa: F401
-from . import cg_memory, cg_reduce, cg_shape  # noqa: F401
+from . import cg_memory, cg_reduce, cg_scan, cg_shape  # noqa: F401
 from .cg_context import LOWERINGS, Codegen, width
 from .cg_values import VR, Uniform
 from .operands import CBank, IntImm, SReg
@@ -81,7 +81,7 @@ def generate(module, options: dict | None = None) -> Program:
     if not cg.code or cg.code[-1].row is None or cg.code[-1].row.mnemonic != "EXIT":
         cg.emit("EXIT")
     prog = build_program(func.name, params, cg.code, cg.threads, cg.shared_top, func.loc,
-                         pinned=(tid,))
+                         pinned=(tid,), budget=int(options.get("maxnreg") or 255))
     prog.debug = {"prints": cg.prints, "asserts": cg.asserts}
     return prog
 

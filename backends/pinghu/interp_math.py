@@ -1,9 +1,10 @@
 """Exact and fast vectorized arithmetic the interpreter needs beyond numpy's ufuncs.
 
 * :func:`fma_f32`, :func:`fma_f64`: ``a * b + c`` rounded once, bit exact, as vector code.
-  f32: the product is exact in f64; the f64 sum is made *round-to-odd* (its error from a
-  two-sum decides the last bit) and then rounded to f32, which is correctly rounded for
-  every result, subnormals included (f64 has more than 24 + 2 bits). f64: Boldo and
+  f32: the product is exact in f64; where the f64 sum could double-round, it is made
+  *round-to-odd* (its error from a two-sum decides the last bit) and then rounded to f32,
+  which is correctly rounded for every result, subnormals included (f64 has more than
+  24 + 2 bits). f64: Boldo and
   Melquiond's emulation (exact product by Dekker/Veltkamp, exact sum, round-to-odd of
   the low parts, one final rounding). Elements outside its proven range (huge or tiny
   operands, where a split would overflow or a product error underflow) are computed
@@ -36,12 +37,25 @@ def _round_to_odd(s, err):
 
 
 def fma_f32(a, b, c):
-    """``a * b + c`` of f32 arrays (broadcast together), rounded once to f32."""
-    a, b, c = np.broadcast_arrays(np.asarray(a, np.float64), np.asarray(b, np.float64),
-                                  np.asarray(c, np.float64))
-    p = a * b                                   # exact: 48 bits, f64 exponent range
-    s, err = _two_sum(p, c)
-    return _round_to_odd(np.ascontiguousarray(s), err).astype(np.float32)
+    """``a * b + c`` of f32 arrays (broadcast together), rounded once to f32.
+
+    The f64 sum of the exact product and c is usually the answer's only rounding that
+    matters; it can double-round only where it lands exactly on an f32 midpoint, or in
+    the f32 subnormal range. Those (rare) elements are redone with round-to-odd."""
+    p = a.astype(np.float64)
+    p = p * b if p.shape != np.broadcast_shapes(p.shape, np.shape(b)) else \
+        np.multiply(p, b, out=p)
+    s = p + c
+    out = s.astype(np.float32)
+    redo = (s.view(np.int64) & 0x1FFFFFFF) == 0x10000000
+    tiny = np.abs(out) < np.float32(2.0 ** -126)
+    if tiny.any():
+        redo |= tiny & (s != 0)
+    if redo.any():
+        pp, cc = np.broadcast_to(p, s.shape)[redo], np.broadcast_to(c, s.shape)[redo]
+        ss, err = _two_sum(pp, cc.astype(np.float64))
+        out[redo] = _round_to_odd(ss, err).astype(np.float32)
+    return out
 
 
 def _split(a):

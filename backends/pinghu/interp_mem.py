@@ -15,7 +15,7 @@ import ctypes
 
 import numpy as np
 
-from .interp_ops import elements, impl, reader, writer
+from .interp_ops import elements, fault_first, impl, reader, writer
 
 REGION_SHIFT = 40
 WIDTHS = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
@@ -71,7 +71,7 @@ class Region:
         """``parameter 'X' (4096 bytes, 1024 x float32)``."""
         shape = " x ".join(map(str, self.array.shape)) or "scalar"
         view = "" if self.array.flags.c_contiguous else " view"
-        return f"parameter '{self.name}' ({self.size} bytes, {shape} {self.array.dtype}{view})"
+        return f"parameter '{self.name}' ({self.size} bytes, {shape} x {self.array.dtype}{view})"
 
 
 class GlobalMemory:
@@ -106,23 +106,17 @@ class GlobalMemory:
 
 
 def _selected(addr, mask):
-    """(flat addresses of the elements that access memory, their flat indices or None)."""
+    """(flat addresses of the elements that access memory, their flat indices into the
+    (count, n) address array, or None when every element accesses)."""
     if mask is None:
         return addr.ravel(), None
     pick = np.flatnonzero(np.broadcast_to(mask, addr.shape))
     return addr.ravel()[pick], pick
 
 
-def _first_bad(st, sel, ins, bad, pick, k, headline):
-    j = int(np.argmax(bad))
-    flat = int(pick[j]) if pick is not None else j
-    st.fault(sel, flat // k, flat % k if ins.count else None, headline(j))
-
-
 def _global(st, sel, ins, addr, mask, nbytes, vals=None):
     """Load (vals None; returns the values of the selected elements) or store ``vals``."""
     g = st.glob
-    k = addr.shape[1]
     a, pick = _selected(addr, mask)
     if not a.size:
         return a, pick
@@ -136,13 +130,13 @@ def _global(st, sel, ins, addr, mask, nbytes, vals=None):
         region_of = g.locate(a, nbytes)
         if (region_of < 0).any():
             bad = region_of < 0
-            _first_bad(st, sel, ins, bad, pick, k, lambda j: (
+            fault_first(st, sel, ins, bad, pick, lambda j: (
                 f"out-of-bounds global {what} of {nbytes} bytes at address "
                 f"0x{int(a[j]):x}: {g.where(int(a[j]), nbytes)}"))
         ri = np.unique(region_of)
     if nbytes > 1 and (a & (nbytes - 1)).any():
         bad = (a & (nbytes - 1)) != 0
-        _first_bad(st, sel, ins, bad, pick, k, lambda j: (
+        fault_first(st, sel, ins, bad, pick, lambda j: (
             f"misaligned global {what} of {nbytes} bytes at address 0x{int(a[j]):x} (not a "
             f"multiple of {nbytes}): {g.where(int(a[j]), nbytes)}"))
     out = None
@@ -161,7 +155,7 @@ def _global(st, sel, ins, addr, mask, nbytes, vals=None):
             continue
         if r.readonly:
             bad = np.ones(len(a), bool) if region_of is None else sub
-            _first_bad(st, sel, ins, bad, pick, k, lambda j: (
+            fault_first(st, sel, ins, bad, pick, lambda j: (
                 f"global store to read-only {r.describe()} at address 0x{int(a[j]):x}"))
         _scatter(r.views, byte, nbytes, vals if region_of is None else vals[sub], shift)
     return out, pick
@@ -170,14 +164,13 @@ def _global(st, sel, ins, addr, mask, nbytes, vals=None):
 # ---------------------------------------------------------------- shared and local memory
 def _onchip(st, sel, ins, addr, mask, nbytes, space, vals=None):
     """Shared or local access: returns (values or None, pick)."""
-    k = addr.shape[1]
     if space == "SHARED":
         size, pad, views = st.program.shared, st.shared_pad, st.shared_views
-        owner = st.row_block[sel.rows][:, None]
+        owner = st.thread_block[sel.threads][None, :]
         what = f"the block's {size} bytes of shared memory (.shared {size})"
     else:
         size, pad, views = st.program.local, st.local_pad, st.local_views
-        owner = st.row_index[sel.rows][:, None]
+        owner = st.thread_index[sel.threads][None, :]
         what = f"the thread's {size} bytes of local memory (.local {size})"
     a, pick = _selected(addr, mask)
     if not a.size:
@@ -185,12 +178,12 @@ def _onchip(st, sel, ins, addr, mask, nbytes, space, vals=None):
     kind = f"{space.lower()} {'store' if vals is not None else 'load'} of {nbytes} bytes"
     bad = (a < 0) | (a + nbytes > size)
     if bad.any():
-        _first_bad(st, sel, ins, bad, pick, k, lambda j: (
+        fault_first(st, sel, ins, bad, pick, lambda j: (
             f"out-of-bounds {kind} at {space.lower()} address 0x{int(a[j]) & 0xFFFFFFFF:x}"
             f"{' (' + str(int(a[j])) + ')' if a[j] < 0 else ''}: outside {what}"))
     if nbytes > 1 and (a & (nbytes - 1)).any():
         bad = (a & (nbytes - 1)) != 0
-        _first_bad(st, sel, ins, bad, pick, k, lambda j: (
+        fault_first(st, sel, ins, bad, pick, lambda j: (
             f"misaligned {kind} at {space.lower()} address 0x{int(a[j]):x} (not a multiple "
             f"of {nbytes})"))
     own = np.broadcast_to(owner, addr.shape)
@@ -198,9 +191,9 @@ def _onchip(st, sel, ins, addr, mask, nbytes, space, vals=None):
     byte = own * pad + a
     san = st.sanitizer if space == "SHARED" else None
     if san is not None:
-        thr = np.broadcast_to(sel.row_array()[:, None], addr.shape).ravel()
+        thr = np.broadcast_to(sel.thread_array()[None, :], addr.shape).ravel()
         warp = thr // 32 if pick is None else thr[pick] // 32
-        (san.read if vals is None else san.write)(st, sel, ins, byte, nbytes, pick, k, own,
+        (san.read if vals is None else san.write)(st, sel, ins, byte, nbytes, pick, own,
                                                  warp)
     if vals is None:
         return _gather(views, byte, nbytes), pick
@@ -217,15 +210,15 @@ _STORES = {"B8": (1, "u32"), "B16": (2, "u32"), "B32": (4, "u32"), "B64": (8, "u
 
 
 def _address(ins, m):
-    """``(st, sel) -> int64 addresses (n, count)`` of memory operand ``m``."""
+    """``(st, sel) -> int64 addresses (count, n)`` of memory operand ``m``."""
     k = elements(ins)
     off = m.offset
     if ins.op.attrs["space"] == "GLOBAL":
         r = reader(m.base, "i64")
-        return lambda st, sel: np.broadcast_to(r(st, sel.rows) + off, (sel.n, k))
+        return lambda st, sel: np.broadcast_to(r(st, sel.threads) + off, (k, sel.n))
     r = reader(m.base, "u32")
-    return lambda st, sel: np.broadcast_to(r(st, sel.rows).astype(np.int64) + off,
-                                           (sel.n, k))
+    return lambda st, sel: np.broadcast_to(r(st, sel.threads).astype(np.int64) + off,
+                                           (k, sel.n))
 
 
 def _access(ins):
@@ -253,7 +246,9 @@ def _load(ins):
             full = np.zeros((a.size,) + got.shape[1:], got.dtype)
             full[pick] = got
             got = full
-        w(st, sel, got.reshape(a.shape[0], 4 * k if quad else k).astype(wide, copy=False))
+        if quad:                      # (k * n, 4) -> rows 4 * element + word
+            got = got.reshape(k, sel.n, 4).transpose(0, 2, 1)
+        w(st, sel, got.reshape(4 * k if quad else k, sel.n).astype(wide, copy=False))
     return run
 
 
@@ -268,10 +263,10 @@ def _store(ins):
 
     def run(st, sel):
         a = addr(st, sel)
-        v = val(st, sel.rows)
+        v = val(st, sel.threads)
         if nbytes == 16:
-            v = np.broadcast_to(v.reshape(v.shape[0], -1, 4), (a.shape[0], k, 4))
-            v = v.reshape(-1, 4)
+            v = np.broadcast_to(v, (max(v.shape[0], 4), sel.n)).reshape(-1, 4, sel.n)
+            v = np.broadcast_to(v.transpose(0, 2, 1), (k, sel.n, 4)).reshape(-1, 4)
         else:
             v = np.broadcast_to(v, a.shape).astype(dt, copy=False).ravel()
         mask = sel.mask
@@ -304,13 +299,13 @@ class SharedSanitizer:
     def _bytes(byte, nbytes):
         return byte[:, None] + np.arange(nbytes)
 
-    def read(self, st, sel, ins, byte, nbytes, pick, k, block, warp):
+    def read(self, st, sel, ins, byte, nbytes, pick, block, warp):
         """Check a shared load of ``nbytes`` at flat byte offsets ``byte`` by ``warp``
         (per element; ``block``: the element's block in the wave)."""
         b = self._bytes(byte, nbytes)
         bad = ~self.init[b].all(axis=1)
         if bad.any():
-            _first_bad(st, sel, ins, bad, pick, k, lambda j: (
+            fault_first(st, sel, ins, bad, pick, lambda j: (
                 f"uninitialized shared memory read: {nbytes}-byte shared load at shared "
                 f"address 0x{int(byte[j] - block[j] * st.shared_pad):x} reads bytes no "
                 f"thread of the block has written"))
@@ -318,13 +313,13 @@ class SharedSanitizer:
         w, me = self.writer[b], warp[:, None]
         racy = (w >= 0) & (w != me) & (self.wepoch[b] == ep)
         if racy.any():
-            _first_bad(st, sel, ins, racy.any(axis=1), pick, k, lambda j: self._race(
+            fault_first(st, sel, ins, racy.any(axis=1), pick, lambda j: self._race(
                 st, "reads", byte[j], block[j], int(w[j][racy[j]][0]), nbytes))
         r, same = self.reader[b], self.repoch[b] == ep
         self.reader[b] = np.where(~same | (r == -1), me, np.where(r == me, r, -2))
         self.repoch[b] = ep
 
-    def write(self, st, sel, ins, byte, nbytes, pick, k, block, warp):
+    def write(self, st, sel, ins, byte, nbytes, pick, block, warp):
         """Record a shared store by ``warp`` (per element), checking it for races."""
         b = self._bytes(byte, nbytes)
         ep = self.epoch[block][:, None]
@@ -339,7 +334,7 @@ class SharedSanitizer:
                                       nbytes, "written")
                 return self._race(st, "writes", byte[j], block[j], int(r[j][war[j]][0]),
                                   nbytes, "read")
-            _first_bad(st, sel, ins, race, pick, k, text)
+            fault_first(st, sel, ins, race, pick, text)
         self.init[b] = True
         self.writer[b] = me
         self.wepoch[b] = ep

@@ -1,14 +1,17 @@
 """Instruction semantics of the interpreter: one builder per instruction *family*.
 
 A builder takes one :class:`~.program.Instruction` and returns a closure
-``run(st, sel)`` that executes it for every selected thread at once: ``sel.rows`` is a
-slice (the common case: a view, no copies) or an index array of rows of the register
-file, ``sel.mask`` is None (every element writes) or a boolean array (n, 1) / (n, count)
-from the active lanes and the guard. Operands are resolved when the program is decoded:
-a register or run becomes a column range of a typed view of the register file
-(``st.reg["f32"]`` ...; 64-bit types view pairs), an immediate a (1, 1) numpy constant, a
-``c[...]`` a (1, 1) view of the launch's constant bank. Results are computed from whole
-arrays before anything is written, so runs read all elements before writing any.
+``run(st, sel)`` that executes it for every selected thread at once. The register file
+is register-major, ``st.R`` of shape (registers, threads) uint32, so a run ``R[8:40]``
+over the selected threads is ``R[8:40, sel.threads]``: a contiguous block when every
+thread is selected. ``sel.threads`` is a slice (the common case: views, no copies) or an
+index array; ``sel.mask`` is None (every element writes) or a boolean array (1, n) /
+(count, n) from the active lanes and the guard. Values are arrays of shape
+(elements, threads); 64-bit values (register pairs, low word in the even register) are
+assembled from and split into their two rows on access. Operands are resolved when the
+program is decoded: a register or run becomes a row range, an immediate a (1, 1) numpy
+constant, a ``c[...]`` a (1, 1) view of the launch's constant bank. Results are computed
+from whole arrays before anything is written, so runs read all elements first.
 
 Scalar rules come from :mod:`mutile.ir.semantics` (division, remainder, shifts, float ->
 int conversion), so the interpreter computes what the llvm backend computes.
@@ -24,7 +27,7 @@ from mutile.ir import types as T
 from .interp_math import erf_f64, fma_f32, fma_f64
 from .operands import PT, RZ, CBank, FloatImm, IntImm, Pred, PredRun, Reg, Run
 
-# register type suffix -> (typed view of the register file, registers per value)
+# register type suffix -> (value type, registers per value)
 VIEW = {"F32": ("f32", 1), "F64": ("f64", 2), "S32": ("i32", 1), "U32": ("u32", 1),
         "B32": ("u32", 1), "S64": ("i64", 2), "U64": ("u64", 2), "B64": ("u64", 2)}
 DTYPES = {"f32": np.float32, "f64": np.float64, "i32": np.int32, "u32": np.uint32,
@@ -56,72 +59,86 @@ def build(ins):
 def const(value: int, view: str) -> np.ndarray:
     """A (1, 1) array holding integer ``value`` (signed or unsigned) as type ``view``."""
     dt = np.dtype(DTYPES[view])
-    bits = dt.itemsize * 8
-    u = np.array([[value % (1 << bits)]], f"u{dt.itemsize}")
+    u = np.array([[value % (1 << (8 * dt.itemsize))]], f"u{dt.itemsize}")
     return u.view(dt)
 
 
-def columns(v, width: int, view_width: int) -> tuple[int, int]:
-    """Columns [c0, c1) of a view with ``view_width`` registers per column that register
-    ``v`` (a Reg of a ``width``-register slot, or a Run) covers."""
-    r0, r1 = (v.n, v.n + width) if isinstance(v, Reg) else (v.start, v.end)
-    return r0 // view_width, r1 // view_width
+def registers(v, width: int) -> tuple[int, int]:
+    """Registers [r0, r1) a Reg of a ``width``-register slot, or a Run, names."""
+    return (v.n, v.n + width) if isinstance(v, Reg) else (v.start, v.end)
+
+
+def wide(view: str) -> bool:
+    """Whether values of type ``view`` take a register pair."""
+    return view in ("f64", "i64", "u64")
+
+
+def get_pairs(R, r0: int, r1: int, threads, dt) -> np.ndarray:
+    """The 64-bit values of pairs r0, r0+2 .. < r1 (low word in the even register) of
+    ``threads``, as an array (pairs, n) of ``dt``."""
+    lo = R[r0:r1:2, threads]
+    out = np.empty(lo.shape + (2,), np.uint32)
+    out[..., 0] = lo
+    out[..., 1] = R[r0 + 1:r1:2, threads]
+    return out.view(dt)[..., 0]
 
 
 def reader(v, view: str, width: int = 0):
-    """A function ``(st, rows) -> array`` (2-D, broadcastable to (n, count)) reading
-    source value ``v`` as type ``view``; ``width``: registers of the slot (default: the
-    view's)."""
-    vw = 2 if view in ("f64", "i64", "u64") else 1
-    width = width or vw
+    """A function ``(st, threads) -> array`` (2-D, broadcastable to (count, n)) reading
+    source value ``v`` as type ``view``; ``width``: registers per element of the slot
+    (default: the type's)."""
+    width = width or (2 if wide(view) else 1)
     if isinstance(v, Reg) and v.n == RZ:
         z = const(0, view)
-        return lambda st, rows: z
+        return lambda st, th: z
     if isinstance(v, (Reg, Run)):
-        c0, c1 = columns(v, width, vw)
-        return lambda st, rows: st.reg[view][rows, c0:c1]
+        r0, r1 = registers(v, width)
+        if wide(view):
+            dt = DTYPES[view]
+            return lambda st, th: get_pairs(st.R, r0, r1, th, dt)
+        return lambda st, th: st.reg[view][r0:r1, th]
     if isinstance(v, IntImm):
         k = const(v.value, view)
-        return lambda st, rows: k
+        return lambda st, th: k
     if isinstance(v, FloatImm):
         k = np.array([[v.bits]], np.uint32).view(np.float32)
         k = k if view == "f32" else k.view(np.uint32) if view == "u32" else k.astype(DTYPES[view])
-        return lambda st, rows: k
+        return lambda st, th: k
     if isinstance(v, CBank):
         i = v.offset // np.dtype(DTYPES[view]).itemsize
-        return lambda st, rows: st.cb[view][i]
+        return lambda st, th: st.cb[view][i]
     if isinstance(v, (Pred, PredRun)):
         return pred_reader(v)
     raise TypeError(f"no reader for {v!r}")
 
 
 def pred_reader(p):
-    """``(st, rows) -> bool array`` of a source predicate, ``!P``, ``PT`` or a run."""
+    """``(st, threads) -> bool array`` of a source predicate, ``!P``, ``PT`` or a run."""
     if isinstance(p, Pred):
         if p.n == PT:
             k = np.array([[not p.neg]])
-            return lambda st, rows: k
-        n = p.n
-        if p.neg:
-            return lambda st, rows: ~st.P[rows, n:n + 1]
-        return lambda st, rows: st.P[rows, n:n + 1]
-    s, e = p.start, p.end
+            return lambda st, th: k
+        s, e = p.n, p.n + 1
+    else:
+        s, e = p.start, p.end
     if p.neg:
-        return lambda st, rows: ~st.P[rows, s:e]
-    return lambda st, rows: st.P[rows, s:e]
+        return lambda st, th: ~st.P[s:e, th]
+    return lambda st, th: st.P[s:e, th]
 
 
-def _store(arr, sel, c0, c1, val, rep=1):
+def store(arr, sel, rows: slice, val, rep: int = 1) -> None:
+    """``arr[rows, sel.threads] = val`` where ``sel.mask`` allows (``rep`` registers per
+    mask element)."""
     mask = sel.mask
     if mask is None:
-        arr[sel.rows, c0:c1] = val
+        arr[rows, sel.threads] = val
         return
-    if rep > 1 and mask.shape[1] > 1:
-        mask = np.repeat(mask, rep, axis=1)
+    if rep > 1 and mask.shape[0] > 1:
+        mask = np.repeat(mask, rep, axis=0)
     if sel.is_slice:
-        np.copyto(arr[sel.rows, c0:c1], val, casting="unsafe", where=mask)
+        np.copyto(arr[rows, sel.threads], val, casting="unsafe", where=mask)
     else:
-        arr[sel.rows, c0:c1] = np.where(mask, val, arr[sel.rows, c0:c1])
+        arr[rows, sel.threads] = np.where(mask, val, arr[rows, sel.threads])
 
 
 def writer(v, view: str, width: int = 0):
@@ -131,15 +148,24 @@ def writer(v, view: str, width: int = 0):
     if view == "pred":
         if isinstance(v, Pred) and v.n == PT:
             return lambda st, sel, val: None
-        c0, c1 = (v.n, v.n + 1) if isinstance(v, Pred) else (v.start, v.end)
-        return lambda st, sel, val: _store(st.P, sel, c0, c1, val)
+        rows = slice(v.n, v.n + 1) if isinstance(v, Pred) else slice(v.start, v.end)
+        return lambda st, sel, val: store(st.P, sel, rows, val)
     if isinstance(v, Reg) and v.n == RZ:
         return lambda st, sel, val: None
-    vw = 2 if view in ("f64", "i64", "u64") else 1
-    width = width or vw
-    c0, c1 = columns(v, width, vw)
-    rep = width // vw
-    return lambda st, sel, val: _store(st.reg[view], sel, c0, c1, val, rep)
+    width = width or (2 if wide(view) else 1)
+    r0, r1 = registers(v, width)
+    if wide(view):
+        dt, k = DTYPES[view], (r1 - r0) // 2
+        lo, hi = slice(r0, r1, 2), slice(r0 + 1, r1, 2)
+
+        def write_pairs(st, sel, val):
+            val = np.broadcast_to(np.asarray(val).astype(dt, copy=False), (k, sel.n))
+            words = np.ascontiguousarray(val).view(np.uint32).reshape(k, sel.n, 2)
+            store(st.R, sel, lo, words[..., 0])
+            store(st.R, sel, hi, words[..., 1])
+        return write_pairs
+    rows, rep = slice(r0, r1), width
+    return lambda st, sel, val: store(st.reg[view], sel, rows, val, rep)
 
 
 def elements(ins) -> int:
@@ -149,18 +175,29 @@ def elements(ins) -> int:
 
 def elementwise(ins, fn, srcs: list, dst: str):
     """``d = fn(*sources)``: operand 0 is the destination (type ``dst``), operands 1..
-    the sources with the given view types."""
+    the sources with the given value types."""
     w = writer(ins.operands[0], dst)
     rs = [reader(v, t) for v, t in zip(ins.operands[1:], srcs)]
     if len(rs) == 1:
         r0, = rs
-        return lambda st, sel: w(st, sel, fn(r0(st, sel.rows)))
+        return lambda st, sel: w(st, sel, fn(r0(st, sel.threads)))
     if len(rs) == 2:
         r0, r1 = rs
-        return lambda st, sel: w(st, sel, fn(r0(st, sel.rows), r1(st, sel.rows)))
+        return lambda st, sel: w(st, sel, fn(r0(st, sel.threads), r1(st, sel.threads)))
     r0, r1, r2 = rs
-    return lambda st, sel: w(st, sel, fn(r0(st, sel.rows), r1(st, sel.rows),
-                                         r2(st, sel.rows)))
+    return lambda st, sel: w(st, sel, fn(r0(st, sel.threads), r1(st, sel.threads),
+                                         r2(st, sel.threads)))
+
+
+def fault_first(st, sel, ins, bad, pick, headline) -> None:
+    """Raise the core dump for the bad element of the lowest thread (then the lowest
+    element): ``bad`` flags elements of the (count, n) array flattened, or of its
+    elements listed by flat index in ``pick``; ``headline(j)`` describes bad entry j."""
+    js = np.flatnonzero(bad)
+    flat = pick[js] if pick is not None else js
+    e, i = np.divmod(flat, sel.n)
+    j = int(np.argmin(i * (int(e.max()) + 1) + e))
+    st.fault(sel, int(i[j]), int(e[j]) if ins.count else None, headline(int(js[j])))
 
 
 def _view(ins, key: str = "type") -> str:
@@ -169,7 +206,8 @@ def _view(ins, key: str = "type") -> str:
 
 # ---------------------------------------------------------------- ALU: floats
 _FLOAT_BIN = {"ALU.FADD": np.add, "ALU.FSUB": np.subtract, "ALU.FMUL": np.multiply,
-              "ALU.FDIV": np.true_divide, "ALU.FMNMX.MIN": np.fmin, "ALU.FMNMX.MAX": np.fmax}
+              "ALU.FDIV": np.true_divide, "ALU.FREM": np.fmod, "ALU.FMNMX.MIN": np.fmin,
+              "ALU.FMNMX.MAX": np.fmax}
 
 
 @impl(*_FLOAT_BIN)
@@ -271,8 +309,8 @@ def _sel(ins):
     w = writer(ins.operands[0], v)
     ra, rb = reader(ins.operands[1], v), reader(ins.operands[2], v)
     rp = pred_reader(ins.operands[3])
-    return lambda st, sel: w(st, sel, np.where(rp(st, sel.rows), ra(st, sel.rows),
-                                               rb(st, sel.rows)))
+    return lambda st, sel: w(st, sel, np.where(rp(st, sel.threads), ra(st, sel.threads),
+                                               rb(st, sel.threads)))
 
 
 @impl("ALU.MOV")
@@ -289,7 +327,7 @@ def _mov_imm(ins):
 @impl("ALU.IOTA")
 def _iota(ins):
     n = elements(ins)
-    step = np.arange(n, dtype=np.int64) * ins.operands[2].value
+    step = (np.arange(n, dtype=np.int64) * ins.operands[2].value)[:, None]
     return elementwise(ins, lambda a: (a.astype(np.int64) + step).astype(np.int32),
                        ["i32"], "i32")
 
@@ -304,7 +342,7 @@ def _pack(ins):
 def _p2r(ins):
     w = writer(ins.operands[0], "u32")
     rp = pred_reader(ins.operands[1])
-    return lambda st, sel: w(st, sel, rp(st, sel.rows).astype(np.uint32))
+    return lambda st, sel: w(st, sel, rp(st, sel.threads).astype(np.uint32))
 
 
 _PLOP = {"AND": np.logical_and, "OR": np.logical_or, "XOR": np.logical_xor}
@@ -392,7 +430,7 @@ def _cvt(ins):
 def _s2r(ins):
     w = writer(ins.operands[0], "u32")
     name = ins.operands[1].name
-    return lambda st, sel: w(st, sel, st.sr[name][sel.rows])
+    return lambda st, sel: w(st, sel, st.sr[name][:, sel.threads])
 
 
 @impl("NOP")
@@ -400,4 +438,4 @@ def _nop(ins):
     return lambda st, sel: None
 
 
-from . import interp_mem, interp_warp  # noqa: E402,F401  (register LSU, SHFL, WMMA, control)
+from . import interp_debug, interp_mem, interp_warp  # noqa: E402,F401  (more families)

@@ -2,8 +2,8 @@
 rows (branches, reconvergence, exit, barriers), which the scheduler in :mod:`.interp`
 executes from the :class:`Control` descriptors built here.
 
-Selections always hold whole warps (32 consecutive rows each), so a register read
-reshapes to ``(warps, 32 lanes, elements)``.
+Selections always hold whole warps (32 consecutive threads each), so a register read
+(elements, threads) reshapes to ``(elements, warps, 32 lanes)``.
 """
 from __future__ import annotations
 
@@ -37,24 +37,23 @@ def _shfl(ins):
     d, a, b = ins.operands
     ra, w = reader(a, "u32"), writer(d, "u32")
     if isinstance(b, IntImm):
-        perm = _source_lane(mode, LANES, b.value)
+        perm = np.broadcast_to(_source_lane(mode, LANES, b.value), (32,))
 
         def run(st, sel):
-            x = ra(st, sel.rows)
-            x = x.reshape(-1, 32, x.shape[1])[:, perm, :]
-            w(st, sel, x.reshape(sel.n, -1))
+            x = ra(st, sel.threads)
+            x = x.reshape(x.shape[0], -1, 32)[:, :, perm]
+            w(st, sel, x.reshape(x.shape[0], sel.n))
         return run
     rb = reader(b, "u32")
-    lane3 = LANES[None, :, None]
 
     def run_reg(st, sel):
-        x = ra(st, sel.rows)
-        lanes = rb(st, sel.rows)
-        x3 = x.reshape(-1, 32, x.shape[1])
-        src = _source_lane(mode, lane3, lanes.reshape(-1, 32, lanes.shape[1]))
+        x = ra(st, sel.threads)
+        lanes = rb(st, sel.threads)
+        x3 = x.reshape(x.shape[0], -1, 32)
+        src = _source_lane(mode, LANES, lanes.reshape(lanes.shape[0], -1, 32))
         shape = np.broadcast_shapes(x3.shape, src.shape)
-        y = np.take_along_axis(np.broadcast_to(x3, shape), np.broadcast_to(src, shape), 1)
-        w(st, sel, y.reshape(sel.n, -1))
+        y = np.take_along_axis(np.broadcast_to(x3, shape), np.broadcast_to(src, shape), 2)
+        w(st, sel, y.reshape(shape[0], sel.n))
     return run_reg
 
 
@@ -89,22 +88,23 @@ def _wmma(ins):
     runs = [cnt if isinstance(v, Run) else 1 for v in (a, b, c)]
 
     def matrix(x, nregs, count, inv, rows_, cols_, unpack):
-        x = np.broadcast_to(x, (x.shape[0], nregs * count)).reshape(-1, 32, count, nregs)
-        e = unpack(x)                                        # (warps, 32, count, E)
-        e = e.transpose(0, 2, 1, 3).reshape(e.shape[0], count, -1)[..., inv]
+        """Registers (nregs * count, n) -> matrices (warps, count, rows_, cols_)."""
+        x = np.broadcast_to(x, (nregs * count, x.shape[1])).reshape(count, nregs, -1, 32)
+        e = unpack(x.transpose(2, 0, 3, 1))                 # (warps, count, 32, E)
+        e = e.reshape(e.shape[0], count, -1)[..., inv]
         return e.reshape(e.shape[0], count, rows_, cols_)
 
     def run(st, sel):
-        rows = sel.rows
-        am = matrix(ra(st, rows), 4, runs[0], inv_a, m, k, lambda x: _unpack(x, ab))
-        bm = matrix(rb(st, rows), 2, runs[1], inv_b, k, n, lambda x: _unpack(x, ab))
-        acc = matrix(rc(st, rows), 4, runs[2], inv_c, m, n, lambda x: x)
+        th = sel.threads
+        am = matrix(ra(st, th), 4, runs[0], inv_a, m, k, lambda x: _unpack(x, ab))
+        bm = matrix(rb(st, th), 2, runs[1], inv_b, k, n, lambda x: _unpack(x, ab))
+        acc = matrix(rc(st, th), 4, runs[2], inv_c, m, n, lambda x: x)
         acc = np.broadcast_to(acc, (acc.shape[0], cnt, m, n)).astype(np.float32)
         for kk in range(k):                 # one f32 rounding per k step, k ascending
             acc = acc + am[..., :, kk:kk + 1] * bm[..., kk:kk + 1, :]
         frag = acc.reshape(acc.shape[0], cnt, m * n)[..., fwd_c]   # (warps, cnt, 32*4)
-        frag = frag.reshape(-1, cnt, 32, 4).transpose(0, 2, 1, 3)
-        w(st, sel, frag.reshape(sel.n, cnt * 4))
+        frag = frag.reshape(-1, cnt, 32, 4).transpose(1, 3, 0, 2)  # (cnt, 4, warps, 32)
+        w(st, sel, frag.reshape(cnt * 4, sel.n))
     return run
 
 

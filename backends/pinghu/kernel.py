@@ -24,6 +24,9 @@ from .errors import AssemblyError
 from .program import Program
 
 OVERRIDE_ENV = "MUTILE_OVERRIDE_DIR"
+# Set by the test suite: every kernel compiled checks text -> binary -> text and
+# text -> assembler -> text reproduce its listing.
+CHECK_ROUND_TRIP = False
 
 
 class PinghuKernel:
@@ -39,6 +42,8 @@ class PinghuKernel:
         self.options = dict(options)
         text = disassemble(program)
         self.asm = {"musa": text, "musa_bin": encode(program)}
+        if CHECK_ROUND_TRIP:
+            check_round_trip(text, self.asm["musa_bin"])
         units = Counter(ins.op.unit for ins in program.instructions)
         self.metadata = {
             "name": program.name, "registers_per_thread": program.regs,
@@ -61,6 +66,21 @@ class PinghuKernel:
 
     def __repr__(self) -> str:
         return f"<PinghuKernel {self.name} ({self.program.regs} regs/thread)>"
+
+
+def check_round_trip(text: str, binary: bytes) -> None:
+    """Raise AssertionError unless the binary and the assembler both give ``text`` back."""
+    again = disassemble(decode(binary))
+    if again != text:
+        raise AssertionError(f"binary round trip changed the listing:\n{_diff(text, again)}")
+    again = disassemble(assemble(text))
+    if again != text:
+        raise AssertionError(f"assembler round trip changed the listing:\n{_diff(text, again)}")
+
+
+def _diff(a: str, b: str) -> str:
+    import difflib
+    return "\n".join(list(difflib.unified_diff(a.splitlines(), b.splitlines(), lineterm=""))[:20])
 
 
 def _override(program: Program) -> tuple[Program, str] | None:

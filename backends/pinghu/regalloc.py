@@ -35,6 +35,7 @@ class Allocation:
     scratch_base: int
     local_bytes: int
     regs_used: int
+    budget: int = BUDGET
 
 
 def _mentions(ins: VIns):
@@ -120,19 +121,22 @@ def _first_fit(free: list, n: int, align: int):
     return None
 
 
-def allocate(code: list[VIns], loc=None, pinned=()) -> Allocation:
-    """Assign physical registers and predicates (see the module docstring)."""
+def allocate(code: list[VIns], loc=None, pinned=(), budget: int = BUDGET) -> Allocation:
+    """Assign physical registers and predicates (see the module docstring); ``budget``
+    registers per thread (at most 255; spilling needs room for the scratch area)."""
+    if not SCRATCH + 8 <= budget <= BUDGET:
+        raise CompilationError(f"pinghu codegen: a register budget of {budget} is outside "
+                               f"{SCRATCH + 8} .. {BUDGET}", loc)
     iv = intervals(code, pinned)
     preds = _allocate(iv, "P", PRED_BUDGET, False)
     if preds is None:
         raise CompilationError("pinghu codegen: more than 255 predicates live at once", loc)
-    first = _allocate(iv, "R", BUDGET, False)
+    first = _allocate(iv, "R", budget, False)
     if first is not None:
         where, _, _, top = first
-        return Allocation(where, {}, preds[0], 0, 0, top)
-    where, spilled, local, top = _allocate(iv, "R", BUDGET - SCRATCH, True)
-    base = BUDGET - SCRATCH
-    return Allocation(where, spilled, preds[0], base, local, BUDGET)
+        return Allocation(where, {}, preds[0], 0, 0, top, budget)
+    where, spilled, local, top = _allocate(iv, "R", budget - SCRATCH, True)
+    return Allocation(where, spilled, preds[0], budget - SCRATCH, local, budget, budget)
 
 
 # ---------------------------------------------------------------- rewriting
@@ -209,11 +213,12 @@ def _local_moves(vr: VR, reg: int, offset: int, load: bool, loc) -> list[Instruc
     out, i = [], 0
     while i < vr.count:
         r, left = reg + i, vr.count - i
-        size = 4 if r % 4 == 0 and left >= 4 and offset % 16 == 0 else \
-            2 if r % 2 == 0 and left >= 2 and offset % 8 == 0 else 1
+        addr = offset + 4 * (vr.start + i)
+        size = 4 if r % 4 == 0 and left >= 4 and addr % 16 == 0 else \
+            2 if r % 2 == 0 and left >= 2 and addr % 8 == 0 else 1
         t = {4: "B128", 2: "B64", 1: "B32"}[size]
         mn = f"LSU.LD.LOCAL.{t}" if load else f"LSU.ST.LOCAL.{t}"
-        m = Mem(Reg(RZ), offset + 4 * (vr.start + i))
+        m = Mem(Reg(RZ), addr)
         ops = (Reg(r), m) if load else (m, Reg(r))
         out.append(Instruction(BY_MNEMONIC[mn], ops, loc=loc))
         i += size
@@ -242,7 +247,7 @@ def lower_instruction(ins: VIns, a: Allocation) -> list[Instruction]:
     for vr, is_dst in spills:
         align = 4 if vr.count % 4 == 0 else 2 if vr.count % 2 == 0 else 1
         nxt = -(-nxt // align) * align
-        if nxt + vr.count > BUDGET:
+        if nxt + vr.count > a.budget:
             nxt = a.scratch_base
         scratch[id(vr)] = nxt
         off = a.spilled[vr.v]
@@ -263,9 +268,9 @@ def _emit(ins: VIns, a: Allocation, scratch: dict) -> Instruction:
 
 
 def build_program(name: str, params: list[Param], code: list[VIns], threads: int,
-                  shared: int, loc=None, pinned=()) -> Program:
+                  shared: int, loc=None, pinned=(), budget: int = BUDGET) -> Program:
     """Allocate registers, resolve labels, annotate source lines; the finished program."""
-    a = allocate(code, loc, pinned)
+    a = allocate(code, loc, pinned, budget)
     out: list[Instruction] = []
     pending: list = []
     targets: dict[str, int] = {}

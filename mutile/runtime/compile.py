@@ -79,7 +79,8 @@ def build(jitfn, spec, options):
             "constants": {p: v for p, v in spec.items() if p in jitfn.constexprs},
             "cache_key": key}
     meta.update(getattr(binary, "metadata", {}))
-    cache.store(key, {"binary": backend.serialize(binary), "asm": asm, "metadata": meta,
-                      "deps": deps, "stored": stored})
+    if not os.environ.get("MUTILE_OVERRIDE_DIR"):
+        cache.store(key, {"binary": backend.serialize(binary), "asm": asm, "metadata": meta,
+                          "deps": deps, "stored": stored})
     meta = dict(meta, cache_hit=False, compile_seconds=time.perf_counter() - t0)
     return CompiledKernel(jitfn, jitfn.params, spec, options, binary, asm, meta, stored, deps)

@@ -1,0 +1,72 @@
+"""``scan``: inclusive prefix combine along one axis, in order.
+
+The tile goes to shared memory in compute form (narrow floats as f32); each thread
+owns whole lines (the lines of its elements in the block layout of the ``O * I``
+lines, as :mod:`.cg_reduce` loads them) and loads them in chunks of ``kc`` elements
+along the axis, slot ``(k, j)`` = element ``k`` of line ``j``. The recurrence
+``acc_k = acc_{k-1} (+) x_k`` is one run instruction per ``k`` over the thread's lines,
+carried from chunk to chunk, so float results equal a sequential loop bit for bit.
+Results go to a second shared area (only the lines' owners store), and every thread
+loads its elements back in the block layout; narrow floats round once per element.
+"""
+from __future__ import annotations
+
+from .cg_context import Codegen, element, is_narrow_float, lowers, width
+from .cg_elementwise import from_f32, wrap_int
+from .cg_reduce import (Planes, chunk_size, geometry, ld_shared, line_addresses, lines_of,
+                        new_planes, own_offsets, simple_combine, simple_mnemonic, st_shared,
+                        stage, to_compute)
+from .cg_values import TileVal, VMem, numel
+from .operands import IntImm
+
+
+def scan_lines(cg: Codegen, planes: Planes, comb, shape: tuple, axis: int) -> tuple:
+    """Scan the staged lines; ``(stride, base)`` of the results in shared memory (in
+    the tile's row-major order)."""
+    O, K, I = geometry(shape, axis)
+    w = planes.widths[0]
+    stride, (src,) = stage(cg, planes, shape)
+    dst = numel(shape) * stride
+    cg.reserve_shared(2 * dst)
+    M, o0 = lines_of(cg, O * I)
+    owners = cg.owner_pred((O * I,))
+    kc = chunk_size(K, M, (w,))
+    addr = line_addresses(cg, shape, axis, M, o0, kc, stride)
+    carry = None
+    for c in range(K // kc):
+        v = new_planes(cg, (w,), kc * M)
+        ld_shared(cg, v.runs[0], w, VMem(addr, src + c * kc * I * stride))
+        for k in range(kc):
+            prev = v.part((k - 1) * M, M) if k else carry
+            if prev is not None:
+                comb.emit(cg, v.part(k * M, M), prev, v.part(k * M, M))
+        carry = v.part((kc - 1) * M, M)
+        st_shared(cg, VMem(addr, dst + c * kc * I * stride), v.runs[0], w, owners)
+    cg.emit("BAR.SYNC", IntImm(0))
+    return stride, dst
+
+
+@lowers("scan")
+def lower_scan(cg: Codegen, op) -> None:
+    """Inclusive ``scan`` along ``axis`` with ``kind`` (sum, prod, max, min)."""
+    x = cg.get(op.operands[0])
+    shape = tuple(op.operands[0].type.shape)
+    t = element(op.operands[0].type)
+    axis, kind = op.attrs["axis"], op.attrs["kind"]
+    if shape[axis] == 1:
+        cg.bind(op.results[0], x)
+        return
+    x = cg.materialize(x)
+    run, ct, _ = to_compute(cg, x, t)
+    w = width(ct)
+    planes = Planes((run,), (w,), x.E)
+    stride, base = scan_lines(cg, planes, simple_combine(simple_mnemonic(kind, ct), w),
+                              shape, axis)
+    res = cg.new_tile(shape, ct)
+    ld_shared(cg, res.run(), w, VMem(own_offsets(cg, shape, stride), base))
+    if is_narrow_float(t):
+        from_f32(cg, res, t)
+        res = TileVal(res.vreg, shape, t, res.E, res.w)
+    elif t.is_int() and (t.is_bool() or t.bits < 32) and kind in ("sum", "prod"):
+        wrap_int(cg, res, t)
+    cg.bind(op.results[0], res)
