@@ -365,13 +365,13 @@ def _warp_tiles(cg: Codegen, p: WmmaPlan, bases: dict, uniform: Uniform | None) 
     r_addr = fragment_addresses(run_op, pu, p.esz)
     c_addr = fragment_addresses("C", pu, 4)
     s_regs, r_regs = (4, 2) if p.rows_run else (2, 4)
+    (cv, cu, _), (_, ru, rk), (sv, _, sk) = p.coef("C"), p.coef(run_op), p.coef(single)
     init = cg.materialize_scalar(uniform) if uniform is not None else None
     for v0 in range(0, p.nv, pv):
         for u0 in range(0, p.nu, pu):
-            frags = []
+            frags = []                      # (tile row in the warp, C run, its offset)
             for i in range(v0, v0 + pv):
                 c = VR(cg.vreg(4 * pu, 4), 0, 4 * pu)
-                cv, cu, _ = p.coef("C")
                 off = bases["C"] + i * cv + u0 * cu
                 if init is not None:
                     cg.emit("ALU.MOV.B32", c, init, guard=keep)
@@ -379,12 +379,10 @@ def _warp_tiles(cg: Codegen, p: WmmaPlan, bases: dict, uniform: Uniform | None) 
                     cg.emit("LSU.LD.SHARED.B64", c, VMem(c_addr, off), guard=keep)
                 frags.append((i, c, off))
             for k in range(p.nk):
-                rv, ru, rk = p.coef(run_op)
                 run = VR(cg.vreg(r_regs * pu, r_regs), 0, r_regs * pu)
                 cg.emit("LSU.LD.SHARED.B32", run,
                         VMem(r_addr, bases[run_op] + u0 * ru + k * rk), guard=keep)
                 for i, c, _ in frags:
-                    sv, _, sk = p.coef(single)
                     one = VR(cg.vreg(s_regs, s_regs), 0, s_regs)
                     cg.emit("LSU.LD.SHARED.B32", one,
                             VMem(s_addr, bases[single] + i * sv + k * sk), guard=keep)

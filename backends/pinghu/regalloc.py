@@ -135,8 +135,9 @@ def allocate(code: list[VIns], loc=None, pinned=(), budget: int = BUDGET) -> All
     if first is not None:
         where, _, _, top = first
         return Allocation(where, {}, preds[0], 0, 0, top, budget)
-    where, spilled, local, top = _allocate(iv, "R", budget - SCRATCH, True)
-    return Allocation(where, spilled, preds[0], budget - SCRATCH, local, budget, budget)
+    base = (budget - SCRATCH) & ~3          # the scratch area starts quad-aligned
+    where, spilled, local, top = _allocate(iv, "R", base, True)
+    return Allocation(where, spilled, preds[0], base, local, budget, budget)
 
 
 # ---------------------------------------------------------------- rewriting

@@ -166,7 +166,8 @@ def _case_id(c):
 def _fits(case, num_warps: int) -> bool:
     """At most 32 registers of any tile per thread (bigger tiles on few warps spill)."""
     (M, N, K), ab, acc, _, _ = case
-    return max(M * N * acc.itemsize, (M * K + K * N) * ab.itemsize) <= 128 * 32 * num_warps
+    w_ab, w_acc = (2 if d.itemsize == 8 else 1 for d in (ab, acc))
+    return max(M * N * w_acc, M * K * w_ab, K * N * w_ab) <= 32 * 32 * num_warps
 
 
 WARPS = [(c, w) for c in CASES for w in (1, 2, 4, 8) if _fits(c, w)]
@@ -231,7 +232,7 @@ def test_wmma_runs_and_instruction_count():
         assert hi - lo == 32                 # 8 fragments of 4 registers
     line = [i.loc.line for i in program.instructions if i.op.unit == "WMMA"][0]
     dot = [i for i in program.instructions if i.loc is not None and i.loc.line == line]
-    assert len(dot) < 70, len(dot)
+    assert len(dot) <= 60, len(dot)
     assert sum(i.op.unit == "BAR" for i in dot) == 3
 
 

@@ -121,7 +121,8 @@ def test_barrier_exchanges_shared_memory_across_warps(sanitize, rng):
     """Each thread writes shared[tid]; after BAR.SYNC it reads the slot of the thread 32
     further on (another warp), in a block-uniform loop of ctaid + 1 rounds."""
     x = random_data(np.int32, (3 * 128,), rng)
-    text = header([("Y", "ptr"), ("X", "ptr")], threads=128, shared=512) + """        S2R R0, SR_TID.X
+    text = header([("Y", "ptr"), ("X", "ptr")], threads=128, shared=512) + """\
+        S2R R0, SR_TID.X
         S2R R8, SR_CTAID.X
         ALU.IMAD.S32 R1, R8, 128, R0
         ALU.IMAD.WIDE.S32 R2, R1, 4, c[0x8]

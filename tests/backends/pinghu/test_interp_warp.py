@@ -83,7 +83,7 @@ def fragments(mats: np.ndarray, shape: str, operand: str, ab: str) -> np.ndarray
         regs = bits[..., 0].astype(np.uint32) | (bits[..., 1].astype(np.uint32) << 16)
     else:
         regs = np.ascontiguousarray(elems.astype(np.float32)).view(np.uint32)
-    return regs.transpose(1, 3, 0, 2).reshape(cnt * regs.shape[-1], nw * 32)
+    return np.ascontiguousarray(regs.transpose(1, 3, 0, 2).reshape(cnt * regs.shape[-1], nw * 32))
 
 
 def mma_ref(a, b, c):
