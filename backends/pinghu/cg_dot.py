@@ -7,11 +7,13 @@ them there, and leave the result in the block layout.
 with ``input_precision="tf32"`` and K % 8 == 0; M % 16 == 0, N % 8 == 0). fp8 widens to
 f16 and f32 rounds by ``CVT.TF32.F32`` first (both exact as the llvm backend's f32
 widening is); the products are exact in f32, so WMMA's per-k f32 rounding equals the fma
-chain. B is stored transposed so that every fragment register is one B32 load (two
+chain (for f16 and fp8 always; for bf16 and tf32 while no product falls below f32's
+normal range, where the interpreter rounds the product first). B is stored transposed so that every fragment register is one B32 load (two
 adjacent 16-bit elements, or one tf32); C is loaded in B64 pairs. The output's 16x8 tiles
 go to the warps: the *single* dimension (tile rows, or tile columns) is split over the
 warps first, the other is the *run* — one ``WMMA D[run], A, B[run], C[run]`` per k step
-multiplies one A fragment by a run of up to 8 B fragments (or a run of A by one B).
+multiplies one A fragment by a run of up to 8 B fragments (or a run of A by one B),
+with at most 8 C fragments (32 registers) live at a time.
 Each lane's fragment addresses are its lane base (from :mod:`.wmma`'s table) plus a
 register run built by one IOTA and a few doubling IADDs; the tile and k-step offsets are
 immediates. The accumulator goes through shared memory into the fragments and back.
@@ -174,7 +176,7 @@ def ffma_dot(cg: Codegen, a, b, acc, et, at, mnk: tuple, tf32: bool) -> TileVal:
     st = _stage_type(et, at)
     w = width(st)
     sz = 4 * w
-    cvt = "CVT.TF32.F32" if tf32 else None
+    cvt = "CVT.TF32.F32" if tf32 and st == T.f32 else None   # llvm rounds only then
     A, B = (_converted(cg, v, et, st, cvt) for v in (a, b))
     out = _copy_acc(cg, acc, (M, N), at)
     base_b = _align16(M * K * sz)

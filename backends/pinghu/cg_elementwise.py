@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from mutile.ir import types as T
 
+from . import cg_recipe as recipe
 from .cg_context import (Codegen, cvt_name, element, is_narrow_float, isa_int, lowers, width)
 from .cg_values import VP, VR, TileVal, Uniform
 from .operands import RZ, FloatImm, IntImm, Reg, SReg
@@ -123,17 +124,17 @@ def _shift_amount64(cg: Codegen, b):
 def lower_binary(cg: Codegen, op) -> None:
     a, b = (cg.as_uniform(cg.get(v)) for v in op.operands)
     out, shape, uni = _result(cg, op, [a, b])
-    binary(cg, op.name, a, b, element(op.operands[0].type), out)
+    t = element(op.operands[0].type)
+    binary(cg, op.name, a, b, t, out)
+    if not uni and t.is_int():
+        out.recipe = recipe.combine(op.name, [a, b], t)
     _finish(cg, op, out, shape, uni)
 
 
-@lowers("cmp")
-def lower_cmp(cg: Codegen, op) -> None:
-    a, b = (cg.as_uniform(cg.get(v)) for v in op.operands)
-    t = element(op.operands[0].type)
-    out, shape, uni = _result(cg, op, [a, b])
+def compare(cg: Codegen, pred_name: str, a, b, t, out: TileVal) -> None:
+    """``out`` (i1 as 0/1) = ``a <pred> b`` for operand element type ``t``."""
     p = cg.vreg(out.E, kind="P")
-    pred = _CMP[op.attrs["pred"]]
+    pred = _CMP[pred_name]
     if t.is_floating():
         if is_narrow_float(t):
             a, b = to_f32(cg, a, t), to_f32(cg, b, t)
@@ -144,6 +145,16 @@ def lower_cmp(cg: Codegen, op) -> None:
         it = "U64" if t.is_ptr() else isa_int(t)
         cg.emit(f"ALU.ISETP.{pred}.{it}", VP(p, 0, out.E), cg.operand(a, False), cg.operand(b))
     cg.emit("ALU.P2R.B32", out.run(), VP(p, 0, out.E))
+
+
+@lowers("cmp")
+def lower_cmp(cg: Codegen, op) -> None:
+    a, b = (cg.as_uniform(cg.get(v)) for v in op.operands)
+    t = element(op.operands[0].type)
+    out, shape, uni = _result(cg, op, [a, b])
+    compare(cg, op.attrs["pred"], a, b, t, out)
+    if not uni and not t.is_floating():
+        out.recipe = recipe.combine("cmp", [a, b], t, {"pred": op.attrs["pred"]})
     _finish(cg, op, out, shape, uni)
 
 
@@ -237,17 +248,8 @@ def lower_select(cg: Codegen, op) -> None:
     _finish(cg, op, out, shape, uni)
 
 
-@lowers("cast")
-def lower_cast(cg: Codegen, op) -> None:
-    x = cg.as_uniform(cg.get(op.operands[0]))
-    src = element(op.operands[0].type)
-    dst = element(op.results[0].type)
-    rt = op.results[0].type
-    shape = rt.shape if rt.is_tile() else ()
-    if src == dst:
-        cg.bind(op.results[0], x)
-        return
-    out, shape, uni = _result(cg, op, [x])
+def cast_into(cg: Codegen, x, src, dst, out: TileVal) -> None:
+    """``out`` = ``x`` (element type ``src``) converted to ``dst``."""
     xo = cg.operand(x, False)
     if dst.is_bool():
         p = cg.vreg(out.E, kind="P")
@@ -269,6 +271,20 @@ def lower_cast(cg: Codegen, op) -> None:
         cg.emit("ALU.MOV.B64", out.run(), xo)
     else:
         cg.emit(f"CVT.{cvt_name(dst)}.{cvt_name(src)}", out.run(), xo)
+
+
+@lowers("cast")
+def lower_cast(cg: Codegen, op) -> None:
+    x = cg.as_uniform(cg.get(op.operands[0]))
+    src = element(op.operands[0].type)
+    dst = element(op.results[0].type)
+    if src == dst:
+        cg.bind(op.results[0], x)
+        return
+    out, shape, uni = _result(cg, op, [x])
+    cast_into(cg, x, src, dst, out)
+    if not uni and src.is_int() and dst.is_int():
+        out.recipe = recipe.combine("cast", [x], src, {"to": dst})
     _finish(cg, op, out, shape, uni)
 
 
@@ -319,6 +335,7 @@ def lower_arange(cg: Codegen, op) -> None:
     start = op.attrs["start"]
     if start:
         cg.emit("ALU.IADD.S32", idx.run(), idx.run(), IntImm(start))
+    idx.recipe = recipe.arange(shape[0], start)
     cg.bind(op.results[0], idx)
 
 

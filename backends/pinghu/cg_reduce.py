@@ -38,7 +38,7 @@ from .cg_values import VP, VR, TileVal, Uniform, VMem, log2, numel
 from .operands import FloatImm, IntImm
 
 ARG_KINDS = ("argmax", "argmin")
-CHUNK = 64          # slots a thread loads from shared memory at once (per plane)
+CHUNK = 32          # registers of slots a thread loads from shared memory at once
 
 
 # ---------------------------------------------------------------- planes and combines
@@ -352,10 +352,10 @@ def line_addresses(cg: Codegen, shape: tuple, axis: int, M: int, o0: VR, kc: int
 
 
 def chunk_size(K: int, M: int, widths: tuple) -> int:
-    """Elements along the axis loaded at once: a power of two keeping about ``CHUNK``
-    registers per plane."""
-    kc = K
-    while kc > 1 and kc * M * max(widths) > max(CHUNK, M * max(widths)):
+    """Elements along the axis loaded at once: a power of two keeping the slots of all
+    planes in about ``CHUNK`` registers (at least one element per line)."""
+    kc, w = K, sum(widths)
+    while kc > 1 and kc * M * w > CHUNK:
         kc //= 2
     return kc
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from mutile.ir import types as T
 
+from . import cg_recipe as recipe
 from .cg_context import Codegen, lowers
 from .cg_values import PtrTile, TileVal, Uniform, log2, numel
 from .operands import IntImm
@@ -18,7 +19,7 @@ from .operands import IntImm
 def reshaped(val, shape: tuple):
     """``val`` with a new shape of the same row-major order (no data moves)."""
     if isinstance(val, TileVal):
-        return TileVal(val.vreg, shape, val.ty, val.E, val.w)
+        return TileVal(val.vreg, shape, val.ty, val.E, val.w, val.recipe)
     if isinstance(val, Uniform):
         return Uniform(val.src, shape, val.ty)
     if isinstance(val, PtrTile):
@@ -62,12 +63,12 @@ def broadcast_to(cg: Codegen, val, shape: tuple):
     if numel(val.shape) == 1:
         return Uniform(val.run(0, 1), shape, val.ty)
     src_shape = (1,) * (len(shape) - len(val.shape)) + tuple(val.shape)
-    lead = len(shape) - len(val.shape)
     dims = [None if src_shape[s] == 1 else s for s in range(len(shape))]
+    r = recipe.remap(val.recipe, recipe.broadcast_bits(src_shape, shape))
+    if r is not None:                        # recompute it where it is needed
+        return recipe.emit(cg, r, shape, val.ty)
     src = reshaped(val, src_shape)
-    out = cg.gather(src, shape, lambda idx: source_index(cg, idx, shape, src_shape, dims))
-    del lead
-    return out
+    return cg.gather(src, shape, lambda idx: source_index(cg, idx, shape, src_shape, dims))
 
 
 @lowers("splat")
@@ -97,6 +98,9 @@ def permuted(cg: Codegen, val, order: tuple, shape: tuple):
         return reshaped(val, shape)
     src_shape = tuple(val.shape)
     dims = [order.index(s) for s in range(len(order))]
+    r = recipe.remap(val.recipe, recipe.permute_bits(src_shape, tuple(order), shape))
+    if r is not None:
+        return recipe.emit(cg, r, shape, val.ty)
     return cg.gather(val, shape, lambda idx: source_index(cg, idx, shape, src_shape, dims))
 
 

@@ -84,6 +84,7 @@ class TileVal:
     ty: object              # ScalarType or PointerType (a full 64-bit address per element)
     E: int
     w: int
+    recipe: object = None   # how to recompute it from the element index (cg_recipe)
 
     def run(self, start: int = 0, count: int | None = None) -> VR:
         """Elements ``start .. start+count-1`` (all by default) as a virtual operand."""

@@ -195,15 +195,23 @@ class State:
             out[k] = np.broadcast_to(np.uint32(v), (1, self.nthreads))
         return out
 
-    def select(self, warps: np.ndarray) -> Sel:
-        """The selection of ``warps`` (sorted), masked by their active lanes."""
+    def select(self, warps: np.ndarray, exact: bool = False) -> Sel:
+        """The selection of ``warps`` (sorted), masked by their active lanes. Unless
+        ``exact``, warps that fill at least a quarter of the span they lie in are
+        selected as that whole span (views, no gathers) with the other warps masked off."""
         nw = len(warps)
         w0, w1 = int(warps[0]), int(warps[-1])
-        threads = slice(w0 * 32, (w1 + 1) * 32) if w1 - w0 + 1 == nw else \
-            (warps[:, None] * 32 + LANES).ravel()
+        span = w1 - w0 + 1
         act = self.active[warps]
+        if span == nw or (not exact and 4 * nw >= span):
+            if span != nw:
+                full = np.zeros(span, np.uint32)
+                full[warps - w0] = act
+                act = full
+            mask = None if (act == FULL).all() else _lanes(act).reshape(1, -1)
+            return Sel(slice(w0 * 32, (w1 + 1) * 32), span * 32, mask)
         mask = None if (act == FULL).all() else _lanes(act).reshape(1, -1)
-        return Sel(threads, nw * 32, mask)
+        return Sel((warps[:, None] * 32 + LANES).ravel(), nw * 32, mask)
 
     def block_coords(self, blk: int) -> tuple[int, int, int]:
         """(x, y, z) of wave-local block ``blk``."""
@@ -348,7 +356,7 @@ def _run(st: State, machine: Machine) -> None:
             continue
         s = steps[p]
         st.pc = p
-        sel = st.select(warps)
+        sel = st.select(warps, exact=s.control is not None)
         if s.control is not None:
             _control(st, s, warps, sel, machine)
         else:

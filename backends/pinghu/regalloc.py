@@ -121,6 +121,39 @@ def _first_fit(free: list, n: int, align: int):
     return None
 
 
+_PURE_UNITS = {"ALU", "SFU", "CVT", "S2R", "SHFL", "WMMA"}
+
+
+def dead_code(code: list[VIns]) -> list[VIns]:
+    """``code`` without instructions whose results nobody reads (pure units and loads;
+    stores, barriers, branches and debug records always stay)."""
+    code = list(code)
+    while True:
+        read = set()
+        for ins in code:
+            if ins.row is None:
+                continue
+            for spec, o in zip(ins.row.operands, ins.operands):
+                if isinstance(o, VMem) and o.base is not None:
+                    read.add(o.base.v)
+                elif isinstance(o, (VR, VP)) and not spec.dst:
+                    read.add(o.v)
+            if ins.guard is not None:
+                read.add(ins.guard.v)
+        keep = []
+        for ins in code:
+            row = ins.row
+            if row is not None and (row.unit in _PURE_UNITS or row.family == "LSU.LD"):
+                dsts = [o.v for spec, o in zip(row.operands, ins.operands)
+                        if spec.dst and isinstance(o, (VR, VP))]
+                if dsts and not any(v in read for v in dsts):
+                    continue
+            keep.append(ins)
+        if len(keep) == len(code):
+            return code
+        code = keep
+
+
 def allocate(code: list[VIns], loc=None, pinned=(), budget: int = BUDGET) -> Allocation:
     """Assign physical registers and predicates (see the module docstring); ``budget``
     registers per thread (at most 255; spilling needs room for the scratch area)."""
@@ -271,6 +304,7 @@ def _emit(ins: VIns, a: Allocation, scratch: dict) -> Instruction:
 def build_program(name: str, params: list[Param], code: list[VIns], threads: int,
                   shared: int, loc=None, pinned=(), budget: int = BUDGET) -> Program:
     """Allocate registers, resolve labels, annotate source lines; the finished program."""
+    code = dead_code(code)
     a = allocate(code, loc, pinned, budget)
     out: list[Instruction] = []
     pending: list = []

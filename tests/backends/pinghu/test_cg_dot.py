@@ -154,6 +154,7 @@ CASES = [
     ((16, 16, 32), F16, F16, "ieee", False),     # each step rounded to f16
     ((16, 32, 16), BF16, BF16, "ieee", False),
     ((32, 16, 16), F64, F32, "ieee", False),     # f64 fma rounded to f32 per step
+    ((16, 16, 16), F32, F16, "tf32", False),     # no tf32 rounding for an f16 acc
     ((4, 4, 4), F32, F32, "ieee", False),        # replicated on every warp count
 ]
 
@@ -304,3 +305,17 @@ def test_matmul_loop(ab, prec, num_warps, rng):
     assert_bits_equal(outs["pinghu"], outs["llvm"], "matmul loop")
     check_close(outs["pinghu"], a, b, np.zeros((M, N), np.float32), F32, False,
                 tf32=prec == "tf32")
+
+
+@pytest.mark.parametrize("ab", [F16, E4M3])
+def test_wmma_specials(ab, rng):
+    """0, -0, inf, NaN and subnormal operands (a[0, :8] and b[0, :8]; 0 * inf meets at
+    k = 0; f16 products are exact in f32, even of subnormals): WMMA still agrees with
+    llvm bit for bit (NaN for any NaN)."""
+    mnk = (32, 16, 32)
+    a = random_data(ab, (32, 32), rng)
+    b = random_data(ab, (32, 16), rng)
+    c = random_data(F32, (32, 16), rng)
+    got, program = run_pinghu((a, b, c), mnk, ab, F32)
+    assert wmma_count(program) > 0
+    assert_bits_equal(got, run_llvm((a, b, c), mnk, ab, F32), "specials")
