@@ -5,7 +5,8 @@ owns whole lines (the lines of its elements in the block layout of the ``O * I``
 lines, as :mod:`.cg_reduce` loads them) and loads them in chunks of ``kc`` elements
 along the axis, slot ``(k, j)`` = element ``k`` of line ``j``. The recurrence
 ``acc_k = acc_{k-1} (+) x_k`` is one run instruction per ``k`` over the thread's lines,
-carried from chunk to chunk, so float results equal a sequential loop bit for bit.
+carried from chunk to chunk, so float results equal a sequential loop bit for bit;
+integer scans, exact in any order, take ``log2`` steps per chunk instead.
 Results go to a second shared area (only the lines' owners store), and every thread
 loads its elements back in the block layout; narrow floats round once per element.
 """
@@ -20,9 +21,12 @@ from .cg_values import TileVal, VMem, numel
 from .operands import IntImm
 
 
-def scan_lines(cg: Codegen, planes: Planes, comb, shape: tuple, axis: int) -> tuple:
+def scan_lines(cg: Codegen, planes: Planes, comb, shape: tuple, axis: int,
+               exact: bool) -> tuple:
     """Scan the staged lines; ``(stride, base)`` of the results in shared memory (in
-    the tile's row-major order)."""
+    the tile's row-major order). ``exact``: the combine is associative bit for bit
+    (integers), so a chunk scans in ``log2(kc)`` steps (Hillis-Steele over the run)
+    instead of ``kc - 1``."""
     O, K, I = geometry(shape, axis)
     w = planes.widths[0]
     stride, (src,) = stage(cg, planes, shape)
@@ -36,10 +40,17 @@ def scan_lines(cg: Codegen, planes: Planes, comb, shape: tuple, axis: int) -> tu
     for c in range(K // kc):
         v = new_planes(cg, (w,), kc * M)
         ld_shared(cg, v.runs[0], w, VMem(addr, src + c * kc * I * stride))
-        for k in range(kc):
-            prev = v.part((k - 1) * M, M) if k else carry
-            if prev is not None:
-                comb.emit(cg, v.part(k * M, M), prev, v.part(k * M, M))
+        if carry is not None:
+            comb.emit(cg, v.part(0, M), carry, v.part(0, M))
+        if exact:
+            d = 1
+            while d < kc:
+                n = (kc - d) * M
+                comb.emit(cg, v.part(d * M, n), v.part(0, n), v.part(d * M, n))
+                d *= 2
+        else:
+            for k in range(1, kc):
+                comb.emit(cg, v.part(k * M, M), v.part((k - 1) * M, M), v.part(k * M, M))
         carry = v.part((kc - 1) * M, M)
         st_shared(cg, VMem(addr, dst + c * kc * I * stride), v.runs[0], w, owners)
     cg.emit("BAR.SYNC", IntImm(0))
@@ -61,7 +72,7 @@ def lower_scan(cg: Codegen, op) -> None:
     w = width(ct)
     planes = Planes((run,), (w,), x.E)
     stride, base = scan_lines(cg, planes, simple_combine(simple_mnemonic(kind, ct), w),
-                              shape, axis)
+                              shape, axis, exact=not ct.is_floating())
     res = cg.new_tile(shape, ct)
     ld_shared(cg, res.run(), w, VMem(own_offsets(cg, shape, stride), base))
     if is_narrow_float(t):

@@ -177,7 +177,7 @@ def allocate(code: list[VIns], loc=None, pinned=(), budget: int = BUDGET) -> All
 def _phys(o, spec_width: int, a: Allocation, scratch: dict):
     """The ISA operand of virtual operand ``o`` (spilled blocks read the scratch copy)."""
     if isinstance(o, VR):
-        first = scratch[id(o)] if id(o) in scratch else a.regs[o.v] + o.start
+        first = a.regs[o.v] + o.start
         if o.count == spec_width:
             return Reg(first)
         return Run(first, first + o.count)
@@ -205,11 +205,21 @@ def _split(ins: VIns, count: int, chunk: int) -> list[VIns]:
                 ops.append(VMem(_cut(o.base, spec.base_width, count, s, n), o.offset))
             elif isinstance(o, VR):
                 ops.append(_cut(o, spec.width, count, s, n))
+            elif isinstance(o, VP) and o.count == count:
+                ops.append(VP(o.v, o.start + s, n, o.neg))
             else:
                 ops.append(o)
         g = ins.guard
         if isinstance(g, VP) and g.count == count:
             g = VP(g.v, g.start + s, n, g.neg)
+        if ins.row.family == "ALU.IOTA" and s:
+            # element i depends on i: a later chunk starts from a + s * step
+            d, a, step = ops
+            first = VR(d.v, d.start, 1)
+            assert g is None, "codegen never guards IOTA"
+            out.append(VIns(BY_MNEMONIC["ALU.IADD.S32"], (first, a, IntImm(s * step.value)),
+                            None, ins.loc))
+            ops = [d, first, step]
         out.append(VIns(ins.row, tuple(ops), g, ins.loc, comment=ins.comment))
     return out
 
@@ -233,13 +243,29 @@ def _elements(ins: VIns) -> int:
 
 
 def _spill_ops(ins: VIns, a: Allocation):
-    """(virtual operand, is_destination) pairs of ``ins`` that name spilled blocks."""
+    """(operand index, virtual registers, element width, is_destination) of the operands
+    of ``ins`` that name spilled blocks."""
     out = []
     for k, o in enumerate(ins.operands):
+        spec = ins.row.operands[k]
         base = o.base if isinstance(o, VMem) else o
         if isinstance(base, VR) and base.v in a.spilled:
-            out.append((base, ins.row.operands[k].dst))
+            w = spec.base_width if isinstance(o, VMem) else spec.width
+            out.append((k, base, max(w, 1), spec.dst))
     return out
+
+
+def _scratch_layout(spills, base: int, limit: int, per: int = 0, count: int = 1):
+    """First scratch register of each spilled operand (element-aligned, in order), or
+    None when they do not fit below ``limit``. With ``per``, sizes are those of a chunk
+    of ``per`` of the instruction's ``count`` elements."""
+    where, nxt = {}, base
+    for k, vr, w, _ in spills:
+        n = vr.count if not per or vr.count == w else vr.count // count * per
+        nxt = -(-nxt // w) * w
+        where[k] = nxt
+        nxt += n
+    return where if nxt <= limit else None
 
 
 def _local_moves(vr: VR, reg: int, offset: int, load: bool, loc) -> list[Instruction]:
@@ -264,41 +290,44 @@ def lower_instruction(ins: VIns, a: Allocation) -> list[Instruction]:
     spills = _spill_ops(ins, a)
     if not spills:
         return [_emit(ins, a, {})]
-    need = sum(vr.count for vr, _ in spills)
-    count = _elements(ins)
-    if need > SCRATCH:
-        if count == 1:
+    where = _scratch_layout(spills, a.scratch_base, a.budget)
+    if where is None:
+        count = _elements(ins)
+        per = next((p for p in range(count - 1, 0, -1) if _scratch_layout(
+            spills, a.scratch_base, a.budget, p, count) is not None), 0)
+        if count == 1 or not per:
             raise CompilationError("pinghu codegen: an instruction's spilled operands exceed "
                                    "the scratch registers", ins.loc)
-        per = max(1, SCRATCH * count // need)
-        while per > 1 and sum(-(-vr.count * per // count) for vr, _ in spills) > SCRATCH:
-            per -= 1
         out = []
         for part in _split(ins, count, per):
             out += lower_instruction(part, a)
         return out
-    scratch, pre, post, nxt = {}, [], [], a.scratch_base
-    for vr, is_dst in spills:
-        align = 4 if vr.count % 4 == 0 else 2 if vr.count % 2 == 0 else 1
-        nxt = -(-nxt // align) * align
-        if nxt + vr.count > a.budget:
-            nxt = a.scratch_base
-        scratch[id(vr)] = nxt
+    pre, post = [], []
+    for k, vr, _, is_dst in spills:
         off = a.spilled[vr.v]
         if not is_dst or ins.guard is not None:
-            pre += _local_moves(vr, nxt, off, True, ins.loc)
+            pre += _local_moves(vr, where[k], off, True, ins.loc)
         if is_dst:
-            post += _local_moves(vr, nxt, off, False, ins.loc)
-        nxt += vr.count
-    return pre + [_emit(ins, a, scratch)] + post
+            post += _local_moves(vr, where[k], off, False, ins.loc)
+    return pre + [_emit(ins, a, where)] + post
 
 
 def _emit(ins: VIns, a: Allocation, scratch: dict) -> Instruction:
+    """The physical instruction; ``scratch`` maps operand indices of spilled operands to
+    the scratch register holding them."""
     specs = ins.row.operands
-    ops = tuple(_phys(o, specs[k].base_width if isinstance(o, VMem) else specs[k].width, a,
-                      scratch) for k, o in enumerate(ins.operands))
-    guard = _phys(ins.guard, 1, a, scratch) if ins.guard is not None else None
-    return Instruction(ins.row, ops, guard, comment=ins.comment, loc=ins.loc)
+    ops = []
+    for k, o in enumerate(ins.operands):
+        w = specs[k].base_width if isinstance(o, VMem) else specs[k].width
+        if k in scratch:
+            vr = o.base if isinstance(o, VMem) else o
+            r = scratch[k]
+            phys = Reg(r) if vr.count == w else Run(r, r + vr.count)
+            ops.append(Mem(phys, o.offset) if isinstance(o, VMem) else phys)
+        else:
+            ops.append(_phys(o, w, a, {}))
+    guard = _phys(ins.guard, 1, a, {}) if ins.guard is not None else None
+    return Instruction(ins.row, tuple(ops), guard, comment=ins.comment, loc=ins.loc)
 
 
 def build_program(name: str, params: list[Param], code: list[VIns], threads: int,
