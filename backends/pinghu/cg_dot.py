@@ -8,8 +8,9 @@ with ``input_precision="tf32"`` and K % 8 == 0; M % 16 == 0, N % 8 == 0). fp8 wi
 f16 and f32 rounds by ``CVT.TF32.F32`` first (both exact as the llvm backend's f32
 widening is); the products are exact in f32, so WMMA's per-k f32 rounding equals the fma
 chain (for f16 and fp8 always; for bf16 and tf32 while no product falls below f32's
-normal range, where the interpreter rounds the product first). B is stored transposed so that every fragment register is one B32 load (two
-adjacent 16-bit elements, or one tf32); C is loaded in B64 pairs. The output's 16x8 tiles
+normal range, where the interpreter rounds the product first). B is stored transposed
+so that every fragment register is one B32 load (two adjacent 16-bit elements, or one
+tf32); C is loaded in B64 pairs. The output's 16x8 tiles
 go to the warps: the *single* dimension (tile rows, or tile columns) is split over the
 warps first, the other is the *run* — one ``WMMA D[run], A, B[run], C[run]`` per k step
 multiplies one A fragment by a run of up to 8 B fragments (or a run of A by one B),
@@ -100,11 +101,18 @@ def _scalar(cg: Codegen, mn: str, *srcs) -> VR:
 def shared_addresses(cg: Codegen, shape: tuple, size: int, transpose: bool = False) -> TileVal:
     """i32 tile: the byte offset of each element of a ``shape`` matrix stored row-major
     with ``size``-byte elements (column-major — the transpose row-major — if asked)."""
-    idx = cg.index_run(shape)
     rows, cols = shape
-    if not transpose:
-        cg.emit("ALU.SHL.B32", idx.run(), idx.run(), IntImm(log2(size)))
-        return idx
+    lay = cg.layout(shape)
+    if not transpose:                   # index * size: two instructions
+        out = cg.new_tile(shape, T.i32)
+        if lay.replicated:
+            cg.emit("ALU.LOP.AND.B32", out.run(), cg.tid, IntImm(lay.n - 1))
+            cg.emit("ALU.SHL.B32", out.run(), out.run(), IntImm(log2(size)))
+        else:
+            first = _scalar(cg, "ALU.SHL.B32", cg.tid, IntImm(log2(lay.E * size)))
+            cg.emit("ALU.IOTA.S32", out.run(), first, IntImm(size))
+        return out
+    idx = cg.index_run(shape)
     col = cg.new_tile(shape, T.i32)
     cg.emit("ALU.LOP.AND.B32", col.run(), idx.run(), IntImm(cols - 1))
     cg.emit("ALU.SHL.B32", col.run(), col.run(), IntImm(log2(rows * size)))

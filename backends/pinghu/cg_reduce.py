@@ -380,6 +380,32 @@ def reduce_shared(cg: Codegen, planes: Planes, comb: Combine, shape: tuple,
     return tree(cg, comb, acc, kc, M, owned=True)
 
 
+# ---------------------------------------------------------------- in registers
+LOCAL_MAX = 10      # most instructions a thread-local reduction may take
+
+
+def local_cost(E: int, K: int) -> int:
+    """Instructions :func:`reduce_local` takes for ``E // K`` lines of ``K`` a thread."""
+    return E // K * log2(K)
+
+
+def reduce_local(cg: Codegen, comb: Combine, src: Planes, K: int, owned: bool) -> Planes:
+    """Each thread holds ``E / K`` whole lines of the last axis (``K < E``), and the
+    output layout gives it exactly their results: halve every line (one instruction
+    per line and level), the last level writing the compact result."""
+    lines = src.n // K
+    out = new_planes(cg, src.widths, lines)
+    cur, h = src, K // 2
+    while h > 1:
+        dst = cur if owned else new_planes(cg, src.widths, src.n)
+        for q in range(lines):
+            comb.emit(cg, dst.part(q * K, h), cur.part(q * K, h), cur.part(q * K + h, h))
+        cur, owned, h = dst, True, h // 2
+    for q in range(lines):
+        comb.emit(cg, out.part(q, 1), cur.part(q * K, 1), cur.part(q * K + 1, 1))
+    return out
+
+
 # ---------------------------------------------------------------- shuffles
 def reduce_shuffle(cg: Codegen, planes: Planes, comb: Combine, shape: tuple,
                    owned: bool) -> Planes:
@@ -482,6 +508,8 @@ def lower_reduce(cg: Codegen, op) -> None:
     O, K, I = geometry(shape, axis)
     if I == 1 and K >= x.E:
         res = reduce_shuffle(cg, planes, comb, shape, owned)
+    elif I == 1 and local_cost(x.E, K) <= LOCAL_MAX:
+        res = reduce_local(cg, comb, planes, K, owned)
     else:
         res = reduce_shared(cg, planes, comb, shape, axis)
     out = finish(cg, res, t, kind, K, out_shape)

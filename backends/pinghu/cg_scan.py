@@ -14,10 +14,10 @@ from __future__ import annotations
 
 from .cg_context import Codegen, element, is_narrow_float, lowers, width
 from .cg_elementwise import from_f32, wrap_int
-from .cg_reduce import (Planes, chunk_size, geometry, ld_shared, line_addresses, lines_of,
+from .cg_reduce import (Combine, Planes, chunk_size, geometry, ld_shared, line_addresses, lines_of,
                         new_planes, own_offsets, simple_combine, simple_mnemonic, st_shared,
                         stage, to_compute)
-from .cg_values import TileVal, VMem, numel
+from .cg_values import VP, VR, TileVal, VMem, numel
 from .operands import IntImm
 
 
@@ -57,6 +57,61 @@ def scan_lines(cg: Codegen, planes: Planes, comb, shape: tuple, axis: int,
     return stride, dst
 
 
+SPLIT_REGS = 64     # most registers of one piece a thread scans in the split path
+
+
+def split_pieces(cg: Codegen, shape: tuple, axis: int, w: int) -> int:
+    """Threads ``P`` sharing one line in :func:`scan_split` (0: do not split): lines
+    along the last axis, ``P`` aligned lanes of a warp, a piece in registers."""
+    O, K, I = geometry(shape, axis)
+    P = min(K, 32, max(1, cg.threads // O))
+    if I > 1 or P < 4 or K // P * w > SPLIT_REGS:
+        return 0
+    return P
+
+
+def scan_split(cg: Codegen, planes: Planes, mn: str, shape: tuple, P: int) -> tuple:
+    """Integer scan along the last axis, each line cut in ``P`` pieces held by ``P``
+    consecutive lanes: a Hillis-Steele scan of each piece over its run, of the piece
+    totals across the lanes (``SHFL.UP``, guarded by the lane's piece index), then the
+    exclusive prefix added to the piece. ``(stride, base)`` as :func:`scan_lines`."""
+    K = shape[-1]
+    L, kp, w = numel(shape) // K, K // P, planes.widths[0]
+    stride, (src,) = stage(cg, planes, shape)
+    dst = numel(shape) * stride
+    cg.reserve_shared(2 * dst)
+    _, o0 = lines_of(cg, L * P)
+    addr = line_addresses(cg, (L * P, kp), 1, 1, o0, kp, stride)
+    v = VR(cg.vreg(kp * w, w), 0, kp * w)
+    ld_shared(cg, v, w, VMem(addr, src))
+    d = 1
+    while d < kp:
+        n = (kp - d) * w
+        cg.emit(mn, VR(v.v, d * w, n), VR(v.v, 0, n), VR(v.v, d * w, n))
+        d *= 2
+    piece = VR(cg.vreg(1), 0, 1)
+    cg.emit("ALU.LOP.AND.B32", piece, cg.tid, IntImm(P - 1))
+    total = VR(v.v, (kp - 1) * w, w)
+    acc = VR(cg.vreg(w, w), 0, w)
+    tmp = VR(cg.vreg(w, w), 0, w)
+    d = 1
+    while d <= P // 2 or d == 1:        # inclusive scan of the totals, then shift by one
+        cg.emit("SHFL.UP.B32", tmp, total if d == 1 else acc, IntImm(d))
+        p = VP(cg.vreg(1, kind="P"), 0, 1)
+        cg.emit("ALU.ISETP.GE.U32", p, piece, IntImm(d))
+        if d == 1:
+            cg.emit("ALU.MOV.B64" if w == 2 else "ALU.MOV.B32", acc, total)
+        cg.emit(mn, acc, tmp, acc, guard=p)
+        d *= 2
+    cg.emit("SHFL.UP.B32", tmp, acc, IntImm(1))
+    first = VP(cg.vreg(1, kind="P"), 0, 1)
+    cg.emit("ALU.ISETP.NE.U32", first, piece, IntImm(0))
+    cg.emit(mn, v, tmp, v, guard=first)
+    st_shared(cg, VMem(addr, dst), v, w, cg.owner_pred((L * P,)))
+    cg.emit("BAR.SYNC", IntImm(0))
+    return stride, dst
+
+
 @lowers("scan")
 def lower_scan(cg: Codegen, op) -> None:
     """Inclusive ``scan`` along ``axis`` with ``kind`` (sum, prod, max, min)."""
@@ -71,8 +126,17 @@ def lower_scan(cg: Codegen, op) -> None:
     run, ct, _ = to_compute(cg, x, t)
     w = width(ct)
     planes = Planes((run,), (w,), x.E)
-    stride, base = scan_lines(cg, planes, simple_combine(simple_mnemonic(kind, ct), w),
-                              shape, axis, exact=not ct.is_floating())
+    mn = simple_mnemonic(kind, ct)
+    comb = simple_combine(mn, w)
+    if ct.is_floating() and kind in ("max", "min"):
+        # equal operands (-0 vs +0): FMNMX gives b, so the running value goes in b and
+        # keeps its sign on ties, as the llvm backend's maxnum/minnum loop does
+        comb = Combine(comb.widths, lambda cg, d, a, b, c=comb: c.emit(cg, d, b, a))
+    P = 0 if ct.is_floating() else split_pieces(cg, shape, axis, w)
+    if P:
+        stride, base = scan_split(cg, planes, mn, shape, P)
+    else:
+        stride, base = scan_lines(cg, planes, comb, shape, axis, exact=not ct.is_floating())
     res = cg.new_tile(shape, ct)
     ld_shared(cg, res.run(), w, VMem(own_offsets(cg, shape, stride), base))
     if is_narrow_float(t):

@@ -79,7 +79,24 @@ def intervals(code: list[VIns], pinned=()) -> dict:
     return iv
 
 
-def _allocate(iv: dict, kind: str, budget: int, can_spill: bool):
+def spill_weights(code: list[VIns]) -> dict:
+    """VReg -> the local-memory traffic spilling it would cost: its registers times its
+    mentions, a mention inside ``d`` nested loops counting ``8 ** d``."""
+    weight: dict = {}
+    depth = 0
+    for ins in code:
+        if ins.loop is not None:
+            depth += 1 if ins.loop[0] == "begin" else -1
+            continue
+        for v in _mentions(ins):
+            weight[v] = weight.get(v, 0) + v.nregs * 8 ** depth
+    return weight
+
+
+def _allocate(iv: dict, kind: str, budget: int, can_spill: bool, weight=None):
+    """Linear scan. When a block does not fit, spill the cheapest blocks (by ``weight``)
+    among the live ones and itself until it fits (a block is spilled for its whole life;
+    registers it held earlier simply stay unused)."""
     order = sorted((v for v in iv if v.kind == kind), key=lambda v: (iv[v][0], v.id))
     free = [True] * budget
     active: list = []
@@ -87,6 +104,13 @@ def _allocate(iv: dict, kind: str, budget: int, can_spill: bool):
     spilled: dict = {}
     local = 0
     top = 0
+
+    def spill(v):
+        nonlocal local
+        local = -(-local // 16) * 16
+        spilled[v] = local
+        local += 4 * v.nregs
+
     for v in order:
         start = iv[v][0]
         keep = []
@@ -100,10 +124,25 @@ def _allocate(iv: dict, kind: str, budget: int, can_spill: bool):
         if slot is None:
             if not can_spill:
                 return None
-            local = -(-local // 16) * 16
-            spilled[v] = local
-            local += 4 * v.nregs
-            continue
+            mine = (weight or {}).get(v, 0)
+            victims = []
+            trial = list(free)
+            for a in sorted(active, key=lambda a: ((weight or {}).get(a, 0), -a.nregs)):
+                if sum((weight or {}).get(x, 0) for x in victims + [a]) >= mine:
+                    break
+                victims.append(a)
+                trial[where[a]:where[a] + a.nregs] = [True] * a.nregs
+                slot = _first_fit(trial, v.nregs, max(v.align, 1))
+                if slot is not None:
+                    break
+            if slot is None:
+                spill(v)
+                continue
+            for a in victims:
+                active.remove(a)
+                del where[a]
+                spill(a)
+            free = trial
         free[slot:slot + v.nregs] = [False] * v.nregs
         where[v] = slot
         top = max(top, slot + v.nregs)
@@ -169,7 +208,7 @@ def allocate(code: list[VIns], loc=None, pinned=(), budget: int = BUDGET) -> All
         where, _, _, top = first
         return Allocation(where, {}, preds[0], 0, 0, top, budget)
     base = (budget - SCRATCH) & ~3          # the scratch area starts quad-aligned
-    where, spilled, local, top = _allocate(iv, "R", base, True)
+    where, spilled, local, top = _allocate(iv, "R", base, True, spill_weights(code))
     return Allocation(where, spilled, preds[0], base, local, budget, budget)
 
 

@@ -164,14 +164,7 @@ def _case_id(c):
     return f"{M}x{N}x{K}-{ab.name}-{acc.name}-{prec}"
 
 
-def _fits(case, num_warps: int) -> bool:
-    """At most 32 registers of any tile per thread (bigger tiles on few warps spill)."""
-    (M, N, K), ab, acc, _, _ = case
-    w_ab, w_acc = (2 if d.itemsize == 8 else 1 for d in (ab, acc))
-    return max(M * N * w_acc, M * K * w_ab, K * N * w_ab) <= 32 * 32 * num_warps
-
-
-WARPS = [(c, w) for c in CASES for w in (1, 2, 4, 8) if _fits(c, w)]
+WARPS = [(c, w) for c in CASES for w in (1, 2, 4, 8)]
 
 
 @pytest.mark.parametrize("case,num_warps", WARPS, ids=[f"{_case_id(c)}-{w}w" for c, w in WARPS])
@@ -188,7 +181,9 @@ def test_dot_matches_llvm(case, num_warps, rng):
 WMMA_CASES = [c for c in CASES if c[4]]
 
 
-WMMA_WARPS = [(c, w) for c in WMMA_CASES for w in (1, 4, 8) if _fits(c, w)]
+# one warp only for small tiles: 64x64 on one warp spills heavily and runs for seconds
+WMMA_WARPS = [(c, w) for c in WMMA_CASES for w in (1, 4, 8)
+              if w > 1 or c[0][0] * c[0][1] <= 1024]
 
 
 @pytest.mark.parametrize("case,num_warps", WMMA_WARPS,

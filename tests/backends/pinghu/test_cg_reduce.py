@@ -33,6 +33,7 @@ from mutile.runtime.compile import frontend_and_passes
 from ...conftest import assert_bits_equal, poison, random_data
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
+E4M3, E5M2 = np.dtype(ml_dtypes.float8_e4m3fn), np.dtype(ml_dtypes.float8_e5m2)
 
 
 @mutile.jit
@@ -69,7 +70,8 @@ def reduce_kernel(X, O, Y, S0: ml.constexpr, S1: ml.constexpr, S2: ml.constexpr,
 _NP_TO_IR = {np.dtype(np.float32): T.f32, np.dtype(np.float16): T.f16, BF16: T.bf16,
              np.dtype(np.float64): T.f64, np.dtype(np.int32): T.i32, np.dtype(np.int8): T.i8,
              np.dtype(np.uint8): T.u8, np.dtype(np.int64): T.i64, np.dtype(np.uint64): T.u64,
-             np.dtype(np.uint32): T.u32, np.dtype(np.bool_): T.i1}
+             np.dtype(np.uint32): T.u32, np.dtype(np.bool_): T.i1, E4M3: T.f8e4m3,
+             E5M2: T.f8e5m2}
 
 
 @functools.lru_cache(maxsize=None)
@@ -123,7 +125,7 @@ def _arg_ref(x: np.ndarray, axis: int, kind: str) -> np.ndarray:
     a = np.moveaxis(x, axis, -1)
     out = np.zeros(a.shape[:-1], np.int32)
     for idx in np.ndindex(*a.shape[:-1]):
-        line = a[idx].astype(np.float64) if a.dtype.kind == "f" or a.dtype == BF16 \
+        line = a[idx].astype(np.float64) if _is_float(a.dtype) \
             else a[idx].astype(object)
         best = 0
         for k in range(1, len(line)):
@@ -137,7 +139,7 @@ def _arg_ref(x: np.ndarray, axis: int, kind: str) -> np.ndarray:
 
 
 def _is_float(d) -> bool:
-    return np.dtype(d).kind == "f" or np.dtype(d) == BF16
+    return np.dtype(d).kind == "f" or np.dtype(d) in (BF16, E4M3, E5M2)
 
 
 def reduce_ref(x: np.ndarray, axis: int, kind: str):
@@ -171,12 +173,25 @@ def reduce_ref(x: np.ndarray, axis: int, kind: str):
         return fn(x), None
 
 
+def _minmax_scan(x: np.ndarray, axis: int, kind: str) -> np.ndarray:
+    """Running float max/min: a NaN loses to a number, and on ties (-0 vs +0) the
+    running value stays (the llvm backend's ``maxnum(acc, x)``)."""
+    out = np.moveaxis(x.copy(), axis, 0)
+    for k in range(1, out.shape[0]):
+        acc, v = out[k - 1], out[k]
+        take = (v > acc if kind == "max" else v < acc) | np.isnan(acc)
+        out[k] = np.where(take, v, acc)
+    return np.moveaxis(out, 0, axis)
+
+
 def scan_ref(x: np.ndarray, axis: int, kind: str) -> np.ndarray:
     """Sequential inclusive scan in the compute type (f32 for narrow floats), rounded
     once per element."""
     if _is_float(x.dtype):
         ct = np.float64 if x.dtype == np.float64 else np.float32
-        ufunc = {"sum": np.add, "prod": np.multiply, "max": np.fmax, "min": np.fmin}[kind]
+        if kind in ("max", "min"):
+            return _minmax_scan(x.astype(ct), axis, kind).astype(x.dtype)
+        ufunc = {"sum": np.add, "prod": np.multiply}[kind]
         with np.errstate(all="ignore"):
             return ufunc.accumulate(x.astype(ct), axis=axis).astype(x.dtype)
     ufunc = {"sum": np.add, "prod": np.multiply, "max": np.maximum, "min": np.minimum}[kind]
@@ -209,7 +224,7 @@ def data(dtype, shape, rng, kind):
 
 
 # ---------------------------------------------------------------- reductions
-FLOATS = [np.float32, np.float16, BF16, np.float64]
+FLOATS = [np.float32, np.float16, BF16, np.float64, E4M3, E5M2]
 INTS = [np.int32, np.int8, np.uint8, np.int64, np.uint64]
 KINDS_F = ["sum", "prod", "max", "min", "argmax", "argmin"]
 KINDS_I = KINDS_F + ["xor", "or", "and"]
@@ -235,7 +250,8 @@ def test_reduce_kinds(dtype, kind, shape, axis, rng):
 
 SHAPES = [((16,), 0), ((128,), 0), ((1024,), 0), ((4096,), 0), ((2, 2), 0), ((2, 2), 1),
           ((64, 64), 0), ((64, 64), 1), ((8, 16), 0), ((8, 16), 1), ((4, 256), 1),
-          ((256, 4), 0), ((256, 4), 1), ((128, 2), 1), ((1, 64), 1), ((64, 1), 1),
+          ((256, 4), 0), ((256, 4), 1), ((128, 2), 1), ((64, 8), 1), ((128, 8), 1),
+          ((1, 64), 1), ((64, 1), 1),
           ((32, 128), 1), ((4, 8, 16), 0), ((4, 8, 16), 1), ((4, 8, 16), 2),
           ((16, 4, 32), 1), ((16, 4, 32), 2), ((2, 2, 2), 1), ((8, 32, 8), 2),
           ((8, 32, 8), 0)]
@@ -310,31 +326,27 @@ def _scan_cases():
 
 @pytest.mark.parametrize("dtype,kind", list(_scan_cases()),
                          ids=lambda v: v if isinstance(v, str) else np.dtype(v).name)
-@pytest.mark.parametrize("shape,axis", [((16, 32), 0), ((16, 32), 1), ((64,), 0)])
+@pytest.mark.parametrize("shape,axis", [((16, 32), 0), ((16, 32), 1)])
 def test_scan_kinds(dtype, kind, shape, axis, rng):
+    """Every scan kind and dtype equals a sequential scan and the llvm backend bit for
+    bit, NaN, inf and signed zeros included."""
     x = data(dtype, shape, rng, "scan" if kind != "prod" else "prod")
     got, _ = run_pinghu(x, shape, axis, "scan", kind)
-    assert_bits_equal(got, scan_ref(x, axis, kind), f"cum{kind} {np.dtype(dtype).name}")
+    what = f"cum{kind} {np.dtype(dtype).name} {shape} axis {axis}"
+    assert_bits_equal(got, scan_ref(x, axis, kind), what)
+    assert_bits_equal(got, run_llvm(x, shape, axis, "scan", kind), what + " vs llvm")
 
 
 @pytest.mark.parametrize("shape,axis,num_warps", _fits(
     [((16,), 0), ((512,), 0), ((64, 64), 0), ((64, 64), 1), ((256, 4), 0), ((4, 256), 1),
      ((2, 8), 1), ((4, 8, 16), 0), ((4, 8, 16), 1), ((4, 8, 16), 2)]), ids=str)
-def test_scan_shapes_match_llvm(shape, axis, num_warps, rng):
-    """cumsum of f32 equals the llvm backend's bit for bit (and numpy's sequential sum)."""
-    x = random_data(np.float32, shape, rng, specials=False)
+@pytest.mark.parametrize("dtype", [np.float32, np.int32], ids=lambda d: np.dtype(d).name)
+def test_scan_shapes_match_llvm(dtype, shape, axis, num_warps, rng):
+    """cumsum equals the llvm backend's bit for bit (and numpy's sequential sum)."""
+    x = random_data(dtype, shape, rng, specials=False)
     got, _ = run_pinghu(x, shape, axis, "scan", "sum", num_warps)
     assert_bits_equal(got, scan_ref(x, axis, "sum"), f"cumsum {shape} axis {axis}")
     assert_bits_equal(got, run_llvm(x, shape, axis, "scan", "sum"), "pinghu vs llvm")
-
-
-@pytest.mark.parametrize("dtype", [np.float16, BF16, np.float64, np.int8],
-                         ids=lambda d: np.dtype(d).name)
-def test_scan_matches_llvm(dtype, rng):
-    x = random_data(dtype, (16, 32), rng)
-    for axis in (0, 1):
-        got, _ = run_pinghu(x, (16, 32), axis, "scan", "sum")
-        assert_bits_equal(got, run_llvm(x, (16, 32), axis, "scan", "sum"), f"axis {axis}")
 
 
 # ---------------------------------------------------------------- code
