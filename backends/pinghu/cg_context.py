@@ -273,7 +273,11 @@ class Codegen:
 
     # ---------------------------------------------------------------- predicates
     def pred_of(self, val, neg: bool = False) -> VP:
-        """Predicates (one per element) that are true where the i1 value ``val`` is 1."""
+        """Predicates (one per element) that are true where the i1 value ``val`` is 1 (the
+        ones the value was computed from when it has them)."""
+        cached = getattr(val, "pred", None)
+        if cached is not None and self.options.get("_cache_preds", True):
+            return cached.negated() if neg else cached
         if isinstance(val, Uniform) and isinstance(val.src, IntImm):
             p = self.vreg(1, kind="P")
             self.emit("ALU.ISETP.NE.U32", VP(p, 0, 1), self.materialize_scalar(val), IntImm(0))

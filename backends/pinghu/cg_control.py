@@ -16,7 +16,7 @@ from mutile.ir.types import DescType
 
 from .cg_context import Codegen, lowers, width
 from .cg_values import VP, VR, DescVal, PtrTile, TileVal, Uniform, numel
-from .operands import FloatImm, IntImm
+from .operands import RZ, FloatImm, IntImm, Reg
 from .regalloc import label_ref
 
 
@@ -113,6 +113,12 @@ def move(cg: Codegen, dst: VR, v) -> None:
     src = v.src
     if isinstance(src, (IntImm, FloatImm)) and dst.count == 1:
         cg.emit("ALU.MOV.IMM", dst, src)
+        return
+    if isinstance(src, (IntImm, FloatImm, int, float)) and (
+            (src.bits if isinstance(src, FloatImm) else
+             src.value if isinstance(src, IntImm) else
+             Codegen.bits64(v.ty, src)) == 0):
+        cg.emit("ALU.MOV.B32" if w == 1 else "ALU.MOV.B64", dst, Reg(RZ))   # RZ reads 0
         return
     if not isinstance(src, VR):
         src = cg.materialize_scalar(v)

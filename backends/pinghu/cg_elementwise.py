@@ -37,7 +37,7 @@ def _result(cg: Codegen, op, operands, ty=None):
 
 
 def _finish(cg: Codegen, op, tile: TileVal, shape, uniform):
-    val = Uniform(tile.run(), shape, tile.ty) if uniform else tile
+    val = Uniform(tile.run(), shape, tile.ty, tile.pred) if uniform else tile
     cg.bind(op.results[0], val)
 
 
@@ -125,6 +125,11 @@ def lower_binary(cg: Codegen, op) -> None:
     a, b = (cg.as_uniform(cg.get(v)) for v in op.operands)
     out, shape, uni = _result(cg, op, [a, b])
     t = element(op.operands[0].type)
+    if t.is_bool() and op.name in ("and", "or", "xor") and _has_pred(a) and _has_pred(b) \
+            and cg.options.get("_cache_preds", True):
+        logic_i1(cg, op.name, a, b, out)
+        _finish(cg, op, out, shape, uni)
+        return
     binary(cg, op.name, a, b, t, out)
     if not uni and t.is_int():
         out.recipe = recipe.combine(op.name, [a, b], t)
@@ -145,6 +150,21 @@ def compare(cg: Codegen, pred_name: str, a, b, t, out: TileVal) -> None:
         it = "U64" if t.is_ptr() else isa_int(t)
         cg.emit(f"ALU.ISETP.{pred}.{it}", VP(p, 0, out.E), cg.operand(a, False), cg.operand(b))
     cg.emit("ALU.P2R.B32", out.run(), VP(p, 0, out.E))
+    out.pred = VP(p, 0, out.E)
+
+
+def _has_pred(v) -> bool:
+    return getattr(v, "pred", None) is not None or (
+        isinstance(v, Uniform) and isinstance(v.src, IntImm))
+
+
+def logic_i1(cg: Codegen, name: str, a, b, out: TileVal) -> None:
+    """``out`` = ``a and/or/xor b`` on i1 values, computed on their predicates (the 0/1
+    register form follows from them, and is dropped when nothing reads it)."""
+    p = cg.vreg(out.E, kind="P")
+    cg.emit(f"ALU.PLOP.{name.upper()}", VP(p, 0, out.E), cg.pred_of(a), cg.pred_of(b))
+    cg.emit("ALU.P2R.B32", out.run(), VP(p, 0, out.E))
+    out.pred = VP(p, 0, out.E)
 
 
 @lowers("cmp")
@@ -203,6 +223,8 @@ def lower_unary(cg: Codegen, op) -> None:
         cg.emit(f"ALU.LOP.XOR.{b64}", out.run(), xo, IntImm(1 if t.is_bool() else 0xFFFFFFFF))
         if not t.is_bool():
             wrap_int(cg, out, t)
+        elif getattr(x, "pred", None) is not None:
+            out.pred = x.pred.negated()
     elif op.name == "neg":
         cg.emit(f"ALU.ISUB.{'S64' if width(t) == 2 else 'S32'}", out.run(), Reg(RZ), xo)
         wrap_int(cg, out, t)

@@ -8,16 +8,18 @@ combines (:func:`arg_planes`): the float bits made monotone (``-0`` as ``+0``, e
 NaN below every number), high word, and the coordinate along the axis, low word
 (descending for argmax), so the first index of the extreme wins and an all-NaN line
 gives index 0. 64-bit elements keep the key and the index in two *planes* and combine
-with compares and selects. Then one of two paths:
+with compares and selects. Then one of three paths:
 
 * **shuffle** (``I == 1`` and a thread's ``E`` elements inside one line, ``K >= E``):
   a tree over the thread's own slots (run instructions halving the run),
   ``SHFL.BFLY`` across the ``G = K / E`` threads of a line, for ``G > 32`` a step
   through shared memory across the line's warps, and a move into the output's block
   layout (a shuffle or shared memory) when the line's owners are not the output's.
+* **local** (``I == 1``, ``K < E``, cheap enough): a thread holds whole lines and the
+  output layout gives it their results: halve each line in registers.
 * **shared** (anything else): the tile is staged in shared memory, each thread loads
   the lines of its own output elements, slot ``(k, j)`` = element ``k`` of its output
-  ``j``, with one arithmetic address run (``ALU.IOTA.S32``) reused chunk after chunk at
+  ``j``, with an address run (``ALU.IOTA.S32`` pieces) reused chunk after chunk at
   a growing offset, combines chunks elementwise and finishes with a tree over ``k``.
 
 :func:`finish` rounds narrow floats once, wraps narrow integer sums and products and

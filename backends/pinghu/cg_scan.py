@@ -1,12 +1,17 @@
 """``scan``: inclusive prefix combine along one axis, in order.
 
-The tile goes to shared memory in compute form (narrow floats as f32); each thread
-owns whole lines (the lines of its elements in the block layout of the ``O * I``
-lines, as :mod:`.cg_reduce` loads them) and loads them in chunks of ``kc`` elements
-along the axis, slot ``(k, j)`` = element ``k`` of line ``j``. The recurrence
-``acc_k = acc_{k-1} (+) x_k`` is one run instruction per ``k`` over the thread's lines,
-carried from chunk to chunk, so float results equal a sequential loop bit for bit;
-integer scans, exact in any order, take ``log2`` steps per chunk instead.
+The tile goes to shared memory in compute form (narrow floats as f32). Then:
+
+* **lines** (:func:`scan_lines`): each thread owns whole lines (the lines of its
+  elements in the block layout of the ``O * I`` lines, as :mod:`.cg_reduce` loads
+  them) and loads them in chunks of ``kc`` elements along the axis, slot ``(k, j)`` =
+  element ``k`` of line ``j``. Floats run the recurrence ``acc_k = acc_{k-1} (+) x_k``
+  as one run instruction per ``k`` over the thread's lines, carried from chunk to
+  chunk, so results equal a sequential loop bit for bit; integers, exact in any order,
+  take ``log2(kc)`` Hillis-Steele steps per chunk.
+* **split** (:func:`scan_split`, integers along the last axis): ``P`` lanes share a
+  line, each scanning a piece in registers, then the piece totals across the lanes.
+
 Results go to a second shared area (only the lines' owners store), and every thread
 loads its elements back in the block layout; narrow floats round once per element.
 """
@@ -89,21 +94,22 @@ def scan_split(cg: Codegen, planes: Planes, mn: str, shape: tuple, P: int) -> tu
         n = (kp - d) * w
         cg.emit(mn, VR(v.v, d * w, n), VR(v.v, 0, n), VR(v.v, d * w, n))
         d *= 2
-    piece = VR(cg.vreg(1), 0, 1)
-    cg.emit("ALU.LOP.AND.B32", piece, cg.tid, IntImm(P - 1))
+    piece = o0                          # one line: the lane's piece is its line
+    if L > 1:
+        piece = VR(cg.vreg(1), 0, 1)
+        cg.emit("ALU.LOP.AND.B32", piece, cg.tid, IntImm(P - 1))
     total = VR(v.v, (kp - 1) * w, w)
     acc = VR(cg.vreg(w, w), 0, w)
     tmp = VR(cg.vreg(w, w), 0, w)
+    cg.emit("ALU.MOV.B64" if w == 2 else "ALU.MOV.B32", acc, total)
     d = 1
-    while d <= P // 2 or d == 1:        # inclusive scan of the totals, then shift by one
-        cg.emit("SHFL.UP.B32", tmp, total if d == 1 else acc, IntImm(d))
+    while d < P:                        # inclusive scan of the piece totals
+        cg.emit("SHFL.UP.B32", tmp, acc, IntImm(d))
         p = VP(cg.vreg(1, kind="P"), 0, 1)
         cg.emit("ALU.ISETP.GE.U32", p, piece, IntImm(d))
-        if d == 1:
-            cg.emit("ALU.MOV.B64" if w == 2 else "ALU.MOV.B32", acc, total)
         cg.emit(mn, acc, tmp, acc, guard=p)
         d *= 2
-    cg.emit("SHFL.UP.B32", tmp, acc, IntImm(1))
+    cg.emit("SHFL.UP.B32", tmp, acc, IntImm(1))     # the pieces before this one
     first = VP(cg.vreg(1, kind="P"), 0, 1)
     cg.emit("ALU.ISETP.NE.U32", first, piece, IntImm(0))
     cg.emit(mn, v, tmp, v, guard=first)

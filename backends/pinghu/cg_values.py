@@ -85,6 +85,7 @@ class TileVal:
     E: int
     w: int
     recipe: object = None   # how to recompute it from the element index (cg_recipe)
+    pred: object = None     # an i1 tile's predicates (VP), when they are at hand
 
     def run(self, start: int = 0, count: int | None = None) -> VR:
         """Elements ``start .. start+count-1`` (all by default) as a virtual operand."""
@@ -100,6 +101,7 @@ class Uniform:
     src: object
     shape: tuple
     ty: object
+    pred: object = None     # an i1 uniform's predicate (VP), when it is at hand
 
 
 @dataclass(eq=False)

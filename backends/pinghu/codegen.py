@@ -22,7 +22,7 @@ from .cg_context import LOWERINGS, Codegen, width
 from .cg_values import VR, Uniform
 from .operands import CBank, IntImm, SReg
 from .program import Param, Program
-from .regalloc import build_program
+from .regalloc import PredicatePressure, build_program
 
 _PARAM_TYPE = {"i1": "u8", "i8": "s8", "u8": "u8", "i16": "s16", "u16": "u16", "i32": "s32",
                "u32": "u32", "i64": "s64", "u64": "u64", "f16": "f16", "bf16": "bf16",
@@ -56,8 +56,18 @@ def walk(cg: Codegen, block) -> list:
 
 def generate(module, options: dict | None = None) -> Program:
     """The ISA program of ``module``'s kernel (calls already inlined); its ``debug``
-    attribute holds the device_print formats and device_assert messages."""
-    options = dict(options or {})
+    attribute holds the device_print formats and device_assert messages.
+
+    i1 values keep the predicates they were computed as, so masks need no conversions;
+    if that leaves more predicates live than the machine has, the kernel is generated
+    again with masks re-derived from their 0/1 registers at each use."""
+    try:
+        return _generate(module, dict(options or {}))
+    except PredicatePressure:
+        return _generate(module, dict(options or {}, _cache_preds=False))
+
+
+def _generate(module, options: dict) -> Program:
     func = module.entry
     cg = Codegen(func, options)
     cg.walk = lambda block: walk(cg, block)

@@ -13,15 +13,19 @@ executes that instruction once, as numpy operations over all threads of all warp
 that pc; a register run ``R[8:40]`` is a row slice. While every live warp is at the
 same pc with all lanes active (compiled tile code, between block-divergent branches) a
 fast loop runs instructions on a plain slice of the register file with no per-warp work
-at all. Control flow follows docs/isa.md: per-warp active masks and reconvergence stacks
+at all; otherwise warps at one pc that fill at least a quarter of the span they lie in
+run on that span's slice with the other warps masked off, and sparser sets gather their
+threads. Control flow follows docs/isa.md: per-warp active masks and reconvergence stacks
 (SSY/BRA/SYNC/EXIT), BAR.SYNC makes a warp wait until every non-exited warp of its block
 is waiting at the same barrier; when nothing can run a deadlock is reported.
 
-Measured (2-core container, numpy 2.4): 64 blocks x 128 threads running ~250
-instructions on 32-element runs (FFMA, FMUL, FADD, MOV, ISETP/SEL, loads and stores)
-executes ~7,000 instructions/s, i.e. ~1.8M warp-instructions/s or ~56M thread-instructions
-/s (~1.8G run-element operations/s); see ``tests/backends/pinghu/test_interp_speed.py``'s
-docstring for the script.
+Measured with ``tests/backends/pinghu/bench_interp.py`` on a shared 2-core container
+(numpy 2.4, load ~3 from other jobs): 64 blocks x 128 threads running 255 instructions
+on 32-element register runs (FFMA, FMUL, FADD, FSETP, SEL, MOV, loads, stores) execute
+~1,300 instructions/s = ~0.33M warp-instructions/s = ~340M run-element operations/s
+(each instruction is a few numpy passes over 8192 x 32 values); a block-divergent loop
+(warps at different pcs) runs at about the same rate; single-register instructions are
+bound by Python overhead at ~8 us each (~120,000 instructions/s).
 """
 from __future__ import annotations
 
@@ -96,11 +100,10 @@ def decode(program: Program) -> Decoded:
     """The decoded form of ``program``, cached on it (re-decoded if its instructions
     were replaced)."""
     key = (program.regs, tuple(map(id, program.instructions)))
-    cached = program.__dict__.get("_interp_decoded")
-    if cached is None or cached[0] != key:
-        cached = (key, Decoded(program))
-        program.__dict__["_interp_decoded"] = cached
-    return cached[1]
+    hit = program.__dict__.get("_interp_decoded")
+    if hit is None or hit[0] != key:
+        hit = program.__dict__["_interp_decoded"] = (key, Decoded(program))
+    return hit[1]
 
 
 # ---------------------------------------------------------------- selections
@@ -224,17 +227,25 @@ class State:
         s = self.dec.steps[pc]
         return f"pc {pc}: {s.text}" + (f"    // {s.source}" if s.source else "")
 
-    def fault(self, sel: Sel, i: int, element, headline: str):
+    def fault(self, sel: Sel, i: int, element, headline: str, info: dict | None = None):
         """Raise a core-dump :class:`DeviceFault` for selected thread ``i`` (``element``
-        of the instruction's runs, or None) at the current pc."""
+        of the instruction's runs, or None) at the current pc. The error also carries
+        ``program`` (block x, y, z), ``warp``, ``lane``, ``element``, ``pc`` and the
+        ``info`` items (``param``, ``index``, ``length``, ``address`` for global memory)."""
         blk, tib = divmod(int(sel.thread(i)), self.threads)
         x, y, z = self.block_coords(blk)
         el = f", element {element} of the run" if element is not None else ""
         msg = (f"kernel '{self.name}': {headline}\n"
                f"  block ({x}, {y}, {z}), warp {tib // 32}, lane {tib % 32} (thread {tib} "
                f"of the block){el}\n  {self._where(self.pc)}")
-        step = self.dec.steps[self.pc]
-        raise DeviceFault(msg, step.ins.loc)
+        err = DeviceFault(msg, self.dec.steps[self.pc].ins.loc)
+        attrs = {"param": None, "index": None, "length": None, "address": None}
+        attrs.update(info or {})
+        attrs.update(program=(x, y, z), warp=tib // 32, lane=tib % 32, element=element,
+                     pc=self.pc)
+        for k, v in attrs.items():
+            setattr(err, k, v)
+        raise err
 
     # ------------------------------------------------------------ reconvergence stacks
     def push(self, ws: np.ndarray, pc, masks) -> None:
@@ -279,17 +290,21 @@ class State:
         hi = np.where(waiting, bar2, -1).max(axis=1)
         lo = np.where(waiting, bar2, 1 << 20).min(axis=1)
         ready = ~(st2 == RUN).any(axis=1) & waiting.any(axis=1) & (hi == lo)
-        for j in np.flatnonzero(ready):
-            blk = int(blks[j])
-            ws = blk * wpb + np.flatnonzero(waiting[j])
-            pcs = self.pcs[ws]
-            if self.sanitizer is not None:
-                self._check_same_pc(blk, ws, pcs)
-                self.sanitizer.barrier(blk)
-            self.status[ws] = RUN
-            self.bar[ws] = -1
-            self.pcs[ws] = pcs + 1
-            machine.on_barrier(blk, int(hi[j]), int(pcs[0]))
+        if not ready.any():
+            return
+        rb, ids = blks[ready], hi[ready]
+        ws = (rb[:, None] * wpb + np.arange(wpb)).ravel()[waiting[ready].ravel()]
+        pcs = self.pcs[ws]
+        if self.sanitizer is not None:
+            for blk in rb.tolist():
+                mine = ws // wpb == blk
+                self._check_same_pc(blk, ws[mine], pcs[mine])
+            self.sanitizer.barrier(rb)
+        self.status[ws] = RUN
+        self.bar[ws] = -1
+        self.pcs[ws] = pcs + 1
+        first = np.searchsorted(ws // wpb, rb)
+        machine.on_barrier(rb, ids, pcs[first])
 
     def _check_same_pc(self, blk, ws, pcs):
         if (pcs == pcs[0]).all():
@@ -317,7 +332,8 @@ class State:
                     continue
                 pc = int(self.pcs[g])
                 parts.append(f"warp {w} waits at BAR.SYNC {int(self.bar[g])} (pc {pc})")
-                pcs.append(pc) if pc not in pcs else None
+                if pc not in pcs:
+                    pcs.append(pc)
             lines.append(f"  block {self.block_coords(blk)}: " + ", ".join(parts))
         if len(blocked) > 4:
             lines.append(f"  ... and {len(blocked) - 4} more blocked blocks")
@@ -426,8 +442,7 @@ def _control(st: State, s: Step, warps: np.ndarray, sel: Sel, machine: Machine) 
     st.active[warps[go]] = rest[go]
     st.pcs[warps[go]] = p + 1
     st.pop(warps[~go])
-    if c.kind == "EXIT":
-        st.release(warps, machine)
+    st.release(warps, machine)          # warps that finished no longer hold a barrier
 
 
 # ---------------------------------------------------------------- launching
@@ -440,7 +455,8 @@ def _bind(program: Program, args) -> tuple[np.ndarray, GlobalMemory]:
     regions = []
     for p, a in zip(params, args):
         if p.type == "ptr":
-            arr = a if isinstance(a, np.ndarray) else np.asarray(a)
+            arr = a if isinstance(a, np.ndarray) else \
+                np.from_dlpack(a) if hasattr(a, "__dlpack__") else np.asarray(a)
             r = Region(len(regions), p.name, arr)
             regions.append(r)
             struct.pack_into("<Q", bank, p.offset, r.pointer)
@@ -489,19 +505,18 @@ def execute(program: Program, args, grid, sanitize: bool = False,
     machine.on_launch(program, g)
     nblocks = g[0] * g[1] * g[2]
     per_thread = dec.columns * 4 + dec.preds + program.local
-    per_block = program.threads * per_thread + program.shared * (3 if sanitize else 1)
+    per_block = program.threads * per_thread + program.shared * (26 if sanitize else 1)
     wave = max(1, min(params.max_resident_threads // program.threads,
                       (1 << 30) // max(per_block, 1)))
     printer = Printer(debug if debug is not None else getattr(program, "debug", None))
-    old = np.seterr(all="ignore")
     try:
-        for first in range(0, nblocks, wave):
-            ids = np.arange(first, min(first + wave, nblocks))
-            st = State(program, dec, kernel_name or program.name, g, ids, cbank, glob,
-                       sanitize, printer)
-            machine.on_wave(ids, st.nwarps)
-            _run(st, machine)
+        with np.errstate(all="ignore"):         # IEEE results, C integer semantics
+            for first in range(0, nblocks, wave):
+                ids = np.arange(first, min(first + wave, nblocks))
+                st = State(program, dec, kernel_name or program.name, g, ids, cbank, glob,
+                           sanitize, printer)
+                machine.on_wave(ids, st.nwarps)
+                _run(st, machine)
     finally:
-        np.seterr(**old)
         printer.flush(g)
     return machine.on_finish()

@@ -135,7 +135,11 @@ def _poly(coeffs, z):
 
 def erf_f64(x):
     """erf of an f64 array, evaluated as fdlibm does, branch by branch over the array."""
-    x = np.asarray(x, np.float64)
+    with np.errstate(all="ignore"):
+        return _erf(np.asarray(x, np.float64))
+
+
+def _erf(x):
     ix = (x.view(np.uint64) >> np.uint64(32)).astype(np.int64) & 0x7FFFFFFF
     neg = np.signbit(x)
     ax = np.abs(x)

@@ -82,21 +82,27 @@ class GlobalMemory:
         self.starts = np.array([r.start for r in regions] or [0], np.int64)
         self.ends = np.array([r.start + r.size for r in regions] or [0], np.int64)
 
-    def where(self, addr: int, nbytes: int) -> str:
-        """Where an access of ``nbytes`` at ``addr`` falls relative to the arrays."""
+    def where(self, addr: int, nbytes: int) -> tuple[str, dict]:
+        """Where an access of ``nbytes`` at ``addr`` falls relative to the nearest array:
+        (text, {param, index, length, address}); ``index`` counts elements from the
+        array's lowest byte (negative before it)."""
         if not self.regions:
-            return "the kernel has no pointer parameters"
+            return "the kernel has no pointer parameters", {"address": addr}
         def dist(r):
             return 0 if r.start <= addr < r.start + r.size else \
                 min(abs(addr - r.start), abs(addr + nbytes - r.start - r.size))
         r = min(self.regions, key=dist)
-        end = r.start + r.size
+        end, off = r.start + r.size, addr - r.start
+        item = r.array.itemsize
+        info = {"param": r.name, "index": off // item, "length": r.size // item,
+                "address": addr}
         if addr < r.start:
-            return f"{r.start - addr} bytes before the start of {r.describe()}"
+            return f"{r.start - addr} bytes before the start of {r.describe()}: element " \
+                   f"{off // item}", info
         if addr + nbytes > end:
-            return f"{addr + nbytes - end} bytes past the end of {r.describe()} " \
-                   f"(byte offset {addr - r.start})"
-        return f"byte offset {addr - r.start} of {r.describe()}"
+            return f"{addr + nbytes - end} bytes past the end of {r.describe()}: element " \
+                   f"{off // item}, byte offset {off}", info
+        return f"element {off // item}, byte offset {off} of {r.describe()}", info
 
     def locate(self, addr: np.ndarray, nbytes: int) -> np.ndarray:
         """Region index of each address (-1 where the access is not inside one)."""
@@ -112,6 +118,10 @@ def _selected(addr, mask):
         return addr.ravel(), None
     pick = np.flatnonzero(np.broadcast_to(mask, addr.shape))
     return addr.ravel()[pick], pick
+
+
+def _located(head: str, where: tuple[str, dict]) -> tuple[str, dict]:
+    return f"{head}: {where[0]}", where[1]
 
 
 def _global(st, sel, ins, addr, mask, nbytes, vals=None):
@@ -130,15 +140,15 @@ def _global(st, sel, ins, addr, mask, nbytes, vals=None):
         region_of = g.locate(a, nbytes)
         if (region_of < 0).any():
             bad = region_of < 0
-            fault_first(st, sel, ins, bad, pick, lambda j: (
-                f"out-of-bounds global {what} of {nbytes} bytes at address "
-                f"0x{int(a[j]):x}: {g.where(int(a[j]), nbytes)}"))
+            fault_first(st, sel, ins, bad, pick, lambda j: _located(
+                f"out-of-bounds global {what} of {nbytes} bytes at address 0x{int(a[j]):x}",
+                g.where(int(a[j]), nbytes)))
         ri = np.unique(region_of)
     if nbytes > 1 and (a & (nbytes - 1)).any():
         bad = (a & (nbytes - 1)) != 0
-        fault_first(st, sel, ins, bad, pick, lambda j: (
+        fault_first(st, sel, ins, bad, pick, lambda j: _located(
             f"misaligned global {what} of {nbytes} bytes at address 0x{int(a[j]):x} (not a "
-            f"multiple of {nbytes}): {g.where(int(a[j]), nbytes)}"))
+            f"multiple of {nbytes})", g.where(int(a[j]), nbytes)))
     out = None
     for r_i in ri:
         r = g.regions[int(r_i)]
@@ -291,9 +301,9 @@ class SharedSanitizer:
         self.repoch = np.full(nbytes, -1, np.int64)
         self.epoch = np.zeros(blocks, np.int64)
 
-    def barrier(self, block: int) -> None:
-        """Block ``block``'s barrier released: accesses before and after are ordered."""
-        self.epoch[block] += 1
+    def barrier(self, blocks) -> None:
+        """The barriers of ``blocks`` released: accesses before and after are ordered."""
+        self.epoch[blocks] += 1
 
     @staticmethod
     def _bytes(byte, nbytes):

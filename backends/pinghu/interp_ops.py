@@ -192,12 +192,15 @@ def elementwise(ins, fn, srcs: list, dst: str):
 def fault_first(st, sel, ins, bad, pick, headline) -> None:
     """Raise the core dump for the bad element of the lowest thread (then the lowest
     element): ``bad`` flags elements of the (count, n) array flattened, or of its
-    elements listed by flat index in ``pick``; ``headline(j)`` describes bad entry j."""
+    elements listed by flat index in ``pick``; ``headline(j)`` describes bad entry j
+    (text, or (text, attributes for the DeviceFault))."""
     js = np.flatnonzero(bad)
     flat = pick[js] if pick is not None else js
     e, i = np.divmod(flat, sel.n)
     j = int(np.argmin(i * (int(e.max()) + 1) + e))
-    st.fault(sel, int(i[j]), int(e[j]) if ins.count else None, headline(int(js[j])))
+    head = headline(int(js[j]))
+    text, info = head if isinstance(head, tuple) else (head, {})
+    st.fault(sel, int(i[j]), int(e[j]) if ins.count else None, text, info)
 
 
 def _view(ins, key: str = "type") -> str:

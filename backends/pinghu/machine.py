@@ -90,8 +90,9 @@ class Machine:
         self.stats.steps += 1
         self._by_pc[pc] += len(warps)
 
-    def on_barrier(self, block: int, bar: int, pc: int) -> None:
-        """Barrier ``bar`` of (wave-local) block ``block`` releases its warps at ``pc``."""
+    def on_barrier(self, blocks: np.ndarray, bars: np.ndarray, pcs: np.ndarray) -> None:
+        """Barriers ``bars`` of (wave-local) ``blocks`` release their warps, waiting at
+        ``pcs`` (arrays, one entry per block)."""
 
     def on_finish(self) -> Stats:
         """The launch ended; returns the statistics."""

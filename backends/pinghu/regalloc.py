@@ -27,6 +27,10 @@ PRED_BUDGET = 255     # P0 .. P254
 SCRATCH = 32          # registers reserved for spilled operands when anything spills
 
 
+class PredicatePressure(CompilationError):
+    """More predicates live at once than the machine has (predicates never spill)."""
+
+
 @dataclass
 class Allocation:
     regs: dict            # VReg -> first physical register
@@ -202,7 +206,7 @@ def allocate(code: list[VIns], loc=None, pinned=(), budget: int = BUDGET) -> All
     iv = intervals(code, pinned)
     preds = _allocate(iv, "P", PRED_BUDGET, False)
     if preds is None:
-        raise CompilationError("pinghu codegen: more than 255 predicates live at once", loc)
+        raise PredicatePressure("pinghu codegen: more than 255 predicates live at once", loc)
     first = _allocate(iv, "R", budget, False)
     if first is not None:
         where, _, _, top = first

@@ -3,13 +3,16 @@
 Kernels load a whole 1-D/2-D/3-D tile, reduce or scan it along one axis and store the
 result row-major. The IR comes from a DSL kernel (``ml.max`` / ``ml.argmax`` /
 ``ml.cumprod``) whose op ``kind`` is then rewritten in the IR text, so every kind of the
-IR (prod, or, and, cummax, ...) runs, not only those the language exposes. Shapes cover
-the shuffle path (last axis, E > 1, E = 1, lines across warps), the shared-memory path
-(other axes, K < E) and replicated tiles (fewer elements than threads), on 1, 2, 4 and 8
-warps. References: float64 numpy for reductions (integer and max/min/argmax/argmin
-exact, float sums and products within rounding), numpy's sequential accumulate in the
-compute type for scans (bit for bit), and the llvm backend bit for bit for scans.
-Outputs are poisoned before each run; runs use the interpreter's shared-memory sanitizer.
+IR (prod, or, and, cummax, ...) runs, not only those the language exposes; the kernel
+also stores its input tile after the op, which must come back unchanged. Shapes cover
+the shuffle path (last axis, E > 1, E = 1, lines across warps), the in-register path
+(last axis, K < E), the shared-memory path (other axes, chunked lines) and replicated
+tiles (fewer elements than threads), on 1, 2, 4 and 8 warps; scans cover the sequential
+line path and the split integer path. References: float64 numpy for reductions (integer
+and max/min/argmax/argmin exact, float sums and products within rounding), a sequential
+scan in the compute type and the llvm backend for scans (both bit for bit). Outputs are
+poisoned before each run; runs use the interpreter's shared-memory sanitizer, and every
+program is verified and survives the listing/binary round trip.
 """
 from __future__ import annotations
 
@@ -82,14 +85,14 @@ def _module_text(shape: tuple, axis: int, op: str, kind: str, dtype: np.dtype) -
     rdims = tuple(rshape) + (1,) * (2 - len(rshape))
     et = _NP_TO_IR[np.dtype(dtype)]
     ot = T.i32 if op == "arg" else et
-    spec = {"X": T.PointerType(et), "O": T.PointerType(ot), "Y": T.PointerType(et), "S0": dims[0], "S1": dims[1],
-            "S2": dims[2], "NDIM": len(shape), "AXIS": axis, "OP": op,
-            "R0": rdims[0], "R1": rdims[1]}
+    spec = {"X": T.PointerType(et), "O": T.PointerType(ot), "Y": T.PointerType(et),
+            "S0": dims[0], "S1": dims[1], "S2": dims[2], "NDIM": len(shape), "AXIS": axis,
+            "OP": op, "R0": rdims[0], "R1": rdims[1]}
     module, _, _ = frontend_and_passes(reduce_kernel, spec, {})
     text = str(module)
     base = {"reduce": "max", "arg": "argmax", "scan": "prod"}[op]
-    text = text.replace(f'kind = "{base}"', f'kind = "{kind}"')
-    return text
+    assert text.count(f'kind = "{base}"') == 1, text
+    return text.replace(f'kind = "{base}"', f'kind = "{kind}"')
 
 
 def run_pinghu(x, shape, axis, op, kind, num_warps=4, out_shape=None):
@@ -164,7 +167,8 @@ def reduce_ref(x: np.ndarray, axis: int, kind: str):
               "xor": lambda a: np.bitwise_xor.reduce(a, axis),
               "or": lambda a: a.max(axis), "and": lambda a: a.min(axis)}[kind]
         return fn(xi).astype(np.bool_), None
-    fn = {"sum": lambda a: a.sum(axis, dtype=a.dtype), "prod": lambda a: a.prod(axis, dtype=a.dtype),
+    fn = {"sum": lambda a: a.sum(axis, dtype=a.dtype),
+          "prod": lambda a: a.prod(axis, dtype=a.dtype),
           "max": lambda a: a.max(axis), "min": lambda a: a.min(axis),
           "xor": lambda a: np.bitwise_xor.reduce(a, axis),
           "or": lambda a: np.bitwise_or.reduce(a, axis),
@@ -206,7 +210,8 @@ def check(got, want, tol, what):
         if _is_float(got.dtype):       # max/min: by value (-0 == +0), NaN == NaN
             g, w = got.astype(np.float64), want.astype(np.float64)
             bad = ~((g == w) | (np.isnan(g) & np.isnan(w)))
-            assert not bad.any(), f"{what}: {np.argwhere(bad)[:5]} got {g[bad][:5]} want {w[bad][:5]}"
+            assert not bad.any(), \
+                f"{what}: {np.argwhere(bad)[:5]} got {g[bad][:5]} want {w[bad][:5]}"
         else:
             assert_bits_equal(got, want.astype(got.dtype), what)
         return
@@ -260,7 +265,7 @@ SHAPES = [((16,), 0), ((128,), 0), ((1024,), 0), ((4096,), 0), ((2, 2), 0), ((2,
 def _fits(shapes, warps=(1, 2, 4, 8)):
     """(shape, axis, num_warps) with at most 32 elements per thread: bigger tiles spill
     the test kernel's 64-bit addresses, which is not what these tests are about."""
-    return [(s, a, w) for s, a in shapes for w in warps if np.prod(s) <= 32 * 32 * w]
+    return [(s, a, w) for s, a in shapes for w in warps if np.prod(s) <= 128 * 32 * w]
 
 
 @pytest.mark.parametrize("shape,axis,num_warps", _fits(SHAPES), ids=str)
@@ -338,8 +343,8 @@ def test_scan_kinds(dtype, kind, shape, axis, rng):
 
 
 @pytest.mark.parametrize("shape,axis,num_warps", _fits(
-    [((16,), 0), ((512,), 0), ((64, 64), 0), ((64, 64), 1), ((256, 4), 0), ((4, 256), 1),
-     ((2, 8), 1), ((4, 8, 16), 0), ((4, 8, 16), 1), ((4, 8, 16), 2)]), ids=str)
+    [((16,), 0), ((512,), 0), ((1024,), 0), ((64, 64), 0), ((64, 64), 1), ((256, 4), 0),
+     ((4, 256), 1), ((2, 8), 1), ((4, 8, 16), 0), ((4, 8, 16), 1), ((4, 8, 16), 2)]), ids=str)
 @pytest.mark.parametrize("dtype", [np.float32, np.int32], ids=lambda d: np.dtype(d).name)
 def test_scan_shapes_match_llvm(dtype, shape, axis, num_warps, rng):
     """cumsum equals the llvm backend's bit for bit (and numpy's sequential sum)."""
@@ -370,8 +375,41 @@ def test_sum_last_axis_is_cheap(rng):
     assert len(body) <= 16, body
 
 
-def test_results_used_as_scalars_and_tiles(rng):
-    """A full reduction is a scalar other ops can use (here: stored by one thread)."""
-    x = random_data(np.float32, (4096,), rng, specials=False)
-    got, _ = run_pinghu(x, (4096,), 0, "reduce", "sum", out_shape=(1,))
-    check(got, *[np.asarray(v) for v in reduce_ref(x, 0, "sum")], "sum to scalar")
+@mutile.jit
+def softmax_rows(X, O, n_cols, BR: ml.constexpr, BC: ml.constexpr):
+    rows = ml.arange(0, BR)[:, None]
+    cols = ml.arange(0, BC)[None, :]
+    mask = cols < n_cols
+    x = ml.load(X + rows * n_cols + cols, mask=mask, other=-float("inf"))
+    e = ml.exp(x - ml.max(x, axis=1)[:, None])
+    ml.store(O + rows * n_cols + cols, e / ml.sum(e, axis=1)[:, None], mask=mask)
+
+
+@pytest.mark.parametrize("BC", [16, 128])
+def test_softmax(BC, backend, rng):
+    """Reductions feeding elementwise ops, broadcast back over their rows."""
+    x = random_data(np.float32, (8, BC - 3), rng, specials=False)
+    o = poison(x.shape, np.float32)
+    softmax_rows[(1,)](x, o, BC - 3, BR=8, BC=BC, backend=backend)
+    e = np.exp(x.astype(np.float64) - x.max(1, keepdims=True))
+    np.testing.assert_allclose(o, e / e.sum(1, keepdims=True), rtol=1e-5, atol=1e-7)
+
+
+@mutile.jit
+def uniform_reductions(O, I, v, BLOCK: ml.constexpr):
+    t = ml.full((BLOCK, BLOCK), v, ml.int32)
+    ml.store(O + ml.arange(0, BLOCK), ml.sum(t, axis=0))
+    ml.store(O + BLOCK + ml.arange(0, BLOCK), ml.max(t, axis=1))
+    ml.store(O + 2 * BLOCK, ml.xor_sum(t))
+    ml.store(I + ml.arange(0, BLOCK), ml.argmax(t, axis=1))
+    ml.store(I + BLOCK, ml.argmin(t, axis=None))
+    ml.store(O + 2 * BLOCK + 1 + ml.arange(0, BLOCK), ml.cumsum(ml.full((BLOCK,), v, ml.int32)))
+
+
+def test_reductions_of_uniform_tiles(backend):
+    """Tiles of one value (kept as a scalar by the pinghu codegen) reduce and scan."""
+    o, i = poison(2 * 16 + 1 + 16, np.int32), poison(17, np.int32)
+    uniform_reductions[(1,)](o, i, 7, BLOCK=16, backend=backend)
+    want = np.concatenate([np.full(16, 112), np.full(16, 7), [0], 7 * np.arange(1, 17)])
+    assert_bits_equal(o, want.astype(np.int32), "sum, max, xor_sum, cumsum")
+    assert_bits_equal(i, np.zeros(17, np.int32), "argmax, argmin")
