@@ -18,15 +18,17 @@ from mutile.ir.types import DescType, PointerType, TileType
 # importing the lowering modules registers their ops
 from . import cg_control, cg_debug, cg_desc, cg_dot, cg_elementwise  # noqa: F401
 from . import cg_memory, cg_reduce, cg_scan, cg_shape  # noqa: F401
-from .cg_context import LOWERINGS, Codegen, width
+from .cg_context import LOWERINGS, Codegen, cvt_name, width
 from .cg_values import VR, Uniform
 from .operands import CBank, IntImm, SReg
 from .program import Param, Program
 from .regalloc import PredicatePressure, build_program
 
-_PARAM_TYPE = {"i1": "u8", "i8": "s8", "u8": "u8", "i16": "s16", "u16": "u16", "i32": "s32",
-               "u32": "u32", "i64": "s64", "u64": "u64", "f16": "f16", "bf16": "bf16",
-               "f32": "f32", "f64": "f64", "f8e4m3": "u8", "f8e5m2": "u8"}
+# every parameter takes a whole 32-bit word at least: narrow integers travel sign- or
+# zero-extended, narrow floats as f32 (rounded to their type in the kernel, once)
+_PARAM_TYPE = {"i1": "u32", "i8": "s32", "u8": "u32", "i16": "s32", "u16": "u32", "i32": "s32",
+               "u32": "u32", "i64": "s64", "u64": "u64", "f16": "f32", "bf16": "f32",
+               "f32": "f32", "f64": "f64", "f8e4m3": "f32", "f8e5m2": "f32"}
 
 
 def param_type(t) -> str:
@@ -97,19 +99,16 @@ def _generate(module, options: dict) -> Program:
 
 
 def _load_param(cg: Codegen, t, p: Param):
-    """A parameter as a uniform: 32-bit values straight from c[...], narrow ones
-    normalized (sign-extended) in a register, 64-bit ones moved into a pair."""
+    """A parameter as a uniform in a register (a pair for 64-bit ones); narrow floats
+    are rounded from their f32 word."""
     w = width(t)
     v = cg.vreg(w, w)
     if w == 2:
         cg.emit("ALU.MOV.B64", VR(v, 0, 2), CBank(p.offset))
         return Uniform(VR(v, 0, 2), (), t)
     cg.emit("ALU.MOV.B32", VR(v, 0, 1), CBank(p.offset))
-    if p.type in ("s8", "s16"):
-        cg.emit(f"CVT.S{p.type[1:]}.S32", VR(v, 0, 1), VR(v, 0, 1))
-    elif p.type in ("u8", "u16", "f16", "bf16"):
-        cg.emit("LOP.AND.B32", VR(v, 0, 1), VR(v, 0, 1),
-                IntImm(0xFF if p.type == "u8" else 0xFFFF))
-    if t == T.i1:
-        cg.emit("LOP.AND.B32", VR(v, 0, 1), VR(v, 0, 1), IntImm(1))
+    if t.is_floating() and t.bits < 32:
+        cg.emit(f"CVT.{cvt_name(t)}.F32", VR(v, 0, 1), VR(v, 0, 1))
+    elif t == T.i1:
+        cg.emit("ALU.LOP.AND.B32", VR(v, 0, 1), VR(v, 0, 1), IntImm(1))
     return Uniform(VR(v, 0, 1), (), t)

@@ -116,29 +116,9 @@ EXACT = frozenset({"add", "sub", "mul", "div", "rem", "min", "max", "and", "or",
 
 
 def _fma(a, b, c):
-    """a*b+c rounded once: exact in f64 for f32 inputs when followed by one rounding
-    step only if the sum is exact, so compute with Python fractions when needed."""
-    if a.dtype == np.float32:
-        wide = a.astype(np.float64) * b.astype(np.float64)  # exact product
-        return _round_sum_f32(wide, c.astype(np.float64))
-    from fractions import Fraction
-    flat = [float(Fraction(x) * Fraction(y) + Fraction(z)) if np.isfinite(x * y + z) else x * y + z
-            for x, y, z in zip(a.ravel().tolist(), b.ravel().tolist(), c.ravel().tolist())]
-    return np.array(flat, a.dtype).reshape(a.shape)
-
-
-def _round_sum_f32(p, c):
-    """round_f32(p + c) for f64 p, c, computed without double rounding (two-sum)."""
-    s = p + c
-    bb = s - p
-    err = (p - (s - bb)) + (c - bb)
-    # nudge s toward err so that the f32 rounding sees the sign of the lost part
-    bits = s.view(np.int64)
-    nudged = np.where((err != 0) & np.isfinite(s),
-                      bits + np.where((err > 0) == (s > 0), 1, -1), bits).view(np.float64)
-    exact_low = (bits & 0x1FFFFFFF) == 0x10000000  # s sits exactly on an f32 tie
-    out = np.where(exact_low, nudged, s)
-    return out.astype(np.float32)
+    """a*b+c rounded once (:mod:`mutile.ir.fma`: exact for f32 and f64)."""
+    from .fma import fma_f32, fma_f64
+    return fma_f32(a, b, c) if a.dtype == np.float32 else fma_f64(a, b, c)
 
 
 def evaluate(name: str, attrs: dict, args: list, result: ScalarType, operand: ScalarType):
