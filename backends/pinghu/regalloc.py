@@ -285,6 +285,26 @@ def _elements(ins: VIns) -> int:
     return n
 
 
+def _writes_above_reads(ins: VIns) -> bool:
+    """True when a destination run overlaps a source run of the same block at a higher
+    offset (``d[i + s] = f(d[i])``): split into chunks, such an instruction keeps "all
+    reads before any write" only if the chunks run from the top down. (Overlaps the other
+    way round are safe bottom-up; codegen never mixes both in one instruction.)"""
+    dsts = [o for spec, o in zip(ins.row.operands, ins.operands)
+            if spec.dst and isinstance(o, VR)]
+    srcs = [o.base if isinstance(o, VMem) else o for spec, o in
+            zip(ins.row.operands, ins.operands) if not spec.dst]
+    up = down = False
+    for d in dsts:
+        for r in srcs:
+            if isinstance(r, VR) and r.v is d.v and r.start != d.start and \
+                    r.start < d.start + d.count and d.start < r.start + r.count:
+                up |= d.start > r.start
+                down |= d.start < r.start
+    assert not (up and down), "an instruction overlapping its runs both ways"
+    return up
+
+
 def _spill_ops(ins: VIns, a: Allocation):
     """(operand index, virtual registers, element width, is_destination) of the operands
     of ``ins`` that name spilled blocks."""
@@ -341,8 +361,11 @@ def lower_instruction(ins: VIns, a: Allocation) -> list[Instruction]:
         if count == 1 or not per:
             raise CompilationError("pinghu codegen: an instruction's spilled operands exceed "
                                    "the scratch registers", ins.loc)
+        parts = _split(ins, count, per)
+        if _writes_above_reads(ins):
+            parts.reverse()
         out = []
-        for part in _split(ins, count, per):
+        for part in parts:
             out += lower_instruction(part, a)
         return out
     pre, post = [], []

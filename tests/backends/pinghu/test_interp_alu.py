@@ -284,3 +284,18 @@ def test_ffma_is_rounded_once(rng):
     with np.errstate(all="ignore"):
         want = _fma_ref(a, b, c, np.float32)
     assert_bits_equal(from_image(y, np.float32), want, "ffma")
+
+
+@pytest.mark.parametrize("which", ["MIN", "MAX"])
+def test_fmnmx_gives_b_on_equal_operands(which):
+    """+0 and -0 compare equal: FMNMX returns its b operand (the ISA row says so; codegen
+    relies on it to keep the llvm backend's running value in reductions and scans)."""
+    zero, nzero = np.float32(0.0), np.float32(-0.0)
+    a = np.where(np.arange(NT) % 2 == 0, zero, nzero).astype(np.float32).reshape(1, NT)
+    b = (-a).reshape(1, NT)
+    body = [transfer("LD", 1, 40, 1), transfer("LD", 2, 72, 1),
+            f"        ALU.FMNMX.{which}.F32 R8, R40, R72", transfer("ST", 0, 8, 1)]
+    y = poisoned(1)
+    run(header([("Y", "ptr"), ("A", "ptr"), ("B", "ptr")]) + PROLOGUE + "\n"
+        + "\n".join(body) + "\n", [y, a.view(np.uint32), b.view(np.uint32)], (2, 1, 1))
+    assert_bits_equal(from_image(y, np.float32), b, f"FMNMX.{which}")
