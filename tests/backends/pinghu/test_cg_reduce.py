@@ -413,3 +413,13 @@ def test_reductions_of_uniform_tiles(backend):
     want = np.concatenate([np.full(16, 112), np.full(16, 7), [0], 7 * np.arange(1, 17)])
     assert_bits_equal(o, want.astype(np.int32), "sum, max, xor_sum, cumsum")
     assert_bits_equal(i, np.zeros(17, np.int32), "argmax, argmin")
+
+
+def test_spilled_in_place_scan_steps_read_before_they_write(rng):
+    """On one warp a 64x64 int32 cumsum along axis 1 spills, and its in-place log-step
+    instructions (``d[i + s] += d[i]``) are split into chunks: the chunks must run
+    top-down to keep "all reads before any write" (bottom-up gives wrong sums)."""
+    x = random_data(np.int32, (64, 64), rng, specials=False)
+    got, p = run_pinghu(x, (64, 64), 1, "scan", "sum", 1)
+    assert p.local > 0
+    np.testing.assert_array_equal(got, scan_ref(x, 1, "sum"))

@@ -163,21 +163,3 @@ def test_mutile_asm_prints_the_listing(tmp_path):
     assert r.stdout.startswith(".kernel axpy")
     assert "LSU.LD.GLOBAL.B32" in r.stdout and "// registers_per_thread:" in r.stdout
     assert "ml.store(Z + offs, a * x + y, mask=m)" in r.stdout
-
-
-@mutile.jit
-def row_cumsum(X, Y, B: ml.constexpr):
-    i = ml.arange(0, B)
-    x = ml.load(X + i[:, None] * B + i[None, :])
-    ml.store(Y + i[:, None] * B + i[None, :], ml.cumsum(x, axis=1))
-
-
-def test_spilled_in_place_steps_read_before_they_write(rng):
-    """On one warp a 64x64 int32 cumsum spills; its in-place log-step instructions
-    (``d[i + s] += d[i]``) are split into chunks, which must run top-down."""
-    x = rng.integers(-1000, 1000, (64, 64)).astype(np.int32)
-    y = np.full_like(x, -7)
-    row_cumsum[(1,)](x, y, B=64, backend="pinghu", num_warps=1)
-    meta = row_cumsum.warmup(x, y, B=64, backend="pinghu", num_warps=1, grid=(1,)).metadata
-    assert meta["local_bytes"] > 0
-    np.testing.assert_array_equal(y, np.cumsum(x, axis=1, dtype=np.int32))
