@@ -128,6 +128,8 @@ def lower_binary(cg: Codegen, op) -> None:
     if t.is_bool() and op.name in ("and", "or", "xor") and _has_pred(a) and _has_pred(b) \
             and cg.options.get("_cache_preds", True):
         logic_i1(cg, op.name, a, b, out)
+        if not uni:
+            out.recipe = recipe.combine(op.name, [a, b], t)
         _finish(cg, op, out, shape, uni)
         return
     binary(cg, op.name, a, b, t, out)

@@ -12,9 +12,12 @@ from __future__ import annotations
 
 from mutile.ir import types as T
 
+from . import cg_recipe as recipe
 from .cg_context import Codegen, element, lowers, width
 from .cg_values import PtrTile, TileVal, Uniform, VMem
+from .cg_vector import plan, runtime_check, vector_access
 from .operands import IntImm
+from .regalloc import label_ref
 
 LOAD_TYPE = {1: "U8", 8: "S8", 16: "S16", 32: "B32", 64: "B64"}
 STORE_TYPE = {1: "B8", 8: "B8", 16: "B16", 32: "B32", 64: "B64"}
@@ -67,6 +70,7 @@ def lower_addptr(cg: Codegen, op) -> None:
             return
         total = cg.new_tile(shape, T.i32)
         cg.emit("ALU.IADD.S32", total.run(), cg.operand(p.off, False), cg.operand(off))
+        total.recipe = recipe.combine("add", [p.off, off], T.i32)
         cg.bind(op.results[0], PtrTile(p.base, total, shape, ptr_t))
     else:
         base = cg.materialize(p) if not isinstance(p, Uniform) else p
@@ -94,21 +98,53 @@ def lower_load(cg: Codegen, op) -> None:
     t = element(rt)
     shape = rt.shape if rt.is_tile() else ()
     scalar = isinstance(p, Uniform) and (mask is None or isinstance(mask, Uniform))
-    if scalar:
-        addr = p.src if not isinstance(p.src, (int, IntImm)) else cg.materialize_scalar(p)
-        out = cg.new_tile((), t)
-    else:
-        addr = _address_tile(cg, p, shape).run()
-        out = cg.new_tile(shape, t)
-    guard = None
-    if mask is not None:
-        from .cg_control import move
-        move(cg, out.run(), other if other is not None else Uniform(IntImm(0), (), t)
-             if width(t) == 1 else Uniform(0, (), t))
-        guard = cg.pred_of(mask)
-    mn = f"LSU.LD.GLOBAL.{_load_suffix(t)}"
-    cg.emit(mn, out.run(), VMem(addr), guard=guard)
+    out = cg.new_tile((), t) if scalar else _aligned_tile(cg, shape, t)
+
+    def prefill():
+        if mask is not None:
+            from .cg_control import move
+            move(cg, out.run(), other if other is not None else Uniform(IntImm(0), (), t)
+                 if width(t) == 1 else Uniform(0, (), t))
+
+    def scalar_path():
+        addr = (p.src if not isinstance(p.src, (int, IntImm)) else cg.materialize_scalar(p)) \
+            if scalar else _address_tile(cg, p, shape).run()
+        prefill()
+        guard = cg.pred_of(mask) if mask is not None else None
+        cg.emit(f"LSU.LD.GLOBAL.{_load_suffix(t)}", out.run(), VMem(addr), guard=guard)
+
+    def vector_path(G):
+        prefill()
+        vector_access(cg, p, mask, shape, G, t, lambda addr, guard: cg.emit(
+            "LSU.LD.GLOBAL.B128", out.run(), addr, guard=guard))
+
+    _versioned(cg, None if scalar else plan(cg, p, mask, t, shape), p, scalar_path,
+               vector_path)
     cg.bind(op.results[0], Uniform(out.run(), shape, t) if scalar else out)
+
+
+def _aligned_tile(cg: Codegen, shape, t) -> TileVal:
+    """A register tile whose run starts at a multiple of 4 (a 128-bit access target)."""
+    lay = cg.layout(shape)
+    w = width(t)
+    return TileVal(cg.vreg(lay.E * w, 4), shape, t, lay.E, w)
+
+
+def _versioned(cg: Codegen, plan_, p, scalar_path, vector_path) -> None:
+    """The scalar access, or (when ``plan_`` allows) a run-time choice between the
+    vector access and the scalar one (see :mod:`.cg_vector`)."""
+    if plan_ is None:
+        scalar_path()
+        return
+    G, leaves = plan_
+    ok = runtime_check(cg, p.base, leaves, G)
+    other, done = cg.label("L_scalar"), cg.label("L_vec_done")
+    cg.emit("BRA", label_ref(other), guard=ok.negated())
+    vector_path(G)
+    cg.emit("BRA", label_ref(done))
+    cg.place(other)
+    scalar_path()
+    cg.place(done)
 
 
 @lowers("store")
@@ -128,8 +164,20 @@ def lower_store(cg: Codegen, op) -> None:
         guard = cg.and_preds(owners, cg.pred_of(mask) if mask is not None else None)
         cg.emit(f"LSU.ST.GLOBAL.{STORE_TYPE[t.bits]}", VMem(addr), src, guard=guard)
         return
-    addr = _address_tile(cg, p, shape)
     v = cg.materialize(Uniform(val.src, shape, val.ty) if isinstance(val, Uniform) else val)
-    guard = cg.pred_of(mask) if mask is not None else None
-    guard = cg.and_preds(guard, cg.owner_pred(shape))
-    cg.emit(f"LSU.ST.GLOBAL.{STORE_TYPE[t.bits]}", VMem(addr.run()), v.run(), guard=guard)
+
+    def scalar_path():
+        addr = _address_tile(cg, p, shape)
+        guard = cg.pred_of(mask) if mask is not None else None
+        guard = cg.and_preds(guard, cg.owner_pred(shape))
+        cg.emit(f"LSU.ST.GLOBAL.{STORE_TYPE[t.bits]}", VMem(addr.run()), v.run(), guard=guard)
+
+    def vector_path(G):
+        src = v
+        if src.vreg.align % 4 or src.run().start % 4:
+            src = _aligned_tile(cg, shape, t)
+            cg.emit("ALU.MOV.B32", src.run(), v.run())
+        vector_access(cg, p, mask, shape, G, t, lambda addr, guard: cg.emit(
+            "LSU.ST.GLOBAL.B128", addr, src.run(), guard=guard))
+
+    _versioned(cg, plan(cg, p, mask, t, shape), p, scalar_path, vector_path)

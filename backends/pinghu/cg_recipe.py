@@ -111,14 +111,24 @@ def permute_bits(src_shape: tuple, order: tuple, dst_shape: tuple) -> list:
     return out
 
 
-def emit(cg, r, shape: tuple, ty):
+def emit(cg, r, shape: tuple, ty, index: TileVal | None = None):
     """Evaluate recipe ``r`` in the block layout of ``shape``: a TileVal of type ``ty``
-    (carrying the recipe again, so it can move on)."""
+    (carrying the recipe again, so it can move on). With ``index`` (an i32 run of flat
+    indices, e.g. every 4th element's), evaluate it at those indices instead."""
     from mutile.ir import types as T
 
     from .cg_elementwise import binary, cast_into, compare
     from .operands import IntImm
     cache: dict = {}
+    if index is not None:
+        cache["idx"] = index
+
+    def new(t):
+        if index is None:
+            return cg.new_tile(shape, t)
+        from .cg_context import width
+        w = width(t)
+        return TileVal(cg.vreg(index.E * w, w), shape, t, index.E, w)
 
     def ev(node, t):
         if isinstance(node, Const):
@@ -131,7 +141,7 @@ def emit(cg, r, shape: tuple, ty):
             idx, nb = cache["idx"], log2(max(numel(shape), 1))
             if node.shift == 0 and node.width >= nb:
                 return idx
-            out = cg.new_tile(shape, T.i32)
+            out = new(T.i32)
             src = idx.run()
             if node.shift:
                 cg.emit("ALU.SHR.U32", out.run(), src, IntImm(node.shift))
@@ -144,15 +154,15 @@ def emit(cg, r, shape: tuple, ty):
         attrs = dict(node.attrs)
         if node.op == "cast":
             a = ev(node.args[0], None)
-            out = cg.new_tile(shape, attrs["to"])
+            out = new(attrs["to"])
             cast_into(cg, a, node.ty, attrs["to"], out)
         elif node.op == "cmp":
             a, b = (ev(x, node.ty) for x in node.args)
-            out = cg.new_tile(shape, T.i1)
+            out = new(T.i1)
             compare(cg, attrs["pred"], a, b, node.ty, out)
         else:
             a, b = (ev(x, node.ty) for x in node.args)
-            out = cg.new_tile(shape, node.ty)
+            out = new(node.ty)
             binary(cg, node.op, a, b, node.ty, out)
         out.recipe = node
         cache[id(node)] = out

@@ -20,7 +20,7 @@ from . import cache
 from .specialize import as_array, runtime_type
 
 OPTION_NAMES = ("num_warps", "num_stages", "backend", "check_bounds", "num_threads",
-                "version_masks", "num_ctas", "maxnreg", "sanitize")
+                "version_masks", "num_ctas", "maxnreg", "sanitize", "vectorize", "wmma")
 DEFAULT_OPTIONS = {"num_warps": 4, "num_stages": 3}
 
 
