@@ -102,10 +102,24 @@ def _emit_rem(ctx, xs, t, at):
     return b.select(zero, x, r)
 
 
+def float_minmax(ctx, fname: str, x, y):
+    """minnum/maxnum with -0 < +0 (docs/semantics.md): equal operands combine bitwise,
+    ``and`` for max (+0 wins), ``or`` for min."""
+    b = ctx.b
+    r = ctx.call_overloaded(fname, [x, y])
+    vec = isinstance(x.type, ir.VectorType)
+    ity = ir.IntType({"half": 16, "float": 32, "double": 64}[str(x.type.element if vec
+                                                              else x.type)])
+    bits_t = ir.VectorType(ity, x.type.count) if vec else ity
+    xi, yi = b.bitcast(x, bits_t), b.bitcast(y, bits_t)
+    both = b.and_(xi, yi) if fname == "maxnum" else b.or_(xi, yi)
+    return b.select(b.fcmp_ordered("==", x, y), b.bitcast(both, x.type), r)
+
+
 def _minmax(fname, sname, uname):
     def emit(ctx, xs, t, at):
         if t.is_floating():
-            return _in_float(ctx, xs, t, lambda x, y: ctx.call_overloaded(fname, [x, y]))
+            return _in_float(ctx, xs, t, lambda x, y: float_minmax(ctx, fname, x, y))
         return ctx.call_overloaded(sname if _signed(t) else uname, xs)
     return emit
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from llvmlite import ir
 
+from .lower_elementwise import float_minmax
 from .lower_context import CHUNK, I32, I64, LowerContext, lowers
 
 
@@ -29,10 +30,10 @@ def _combine(ctx, kind, t):
     table = {
         "sum": (lambda x, y: b.fadd(x, y)) if fl else (lambda x, y: b.add(x, y)),
         "prod": (lambda x, y: b.fmul(x, y)) if fl else (lambda x, y: b.mul(x, y)),
-        "max": lambda x, y: ctx.call_overloaded("maxnum" if fl else "smax" if signed else "umax",
-                                                [x, y]),
-        "min": lambda x, y: ctx.call_overloaded("minnum" if fl else "smin" if signed else "umin",
-                                                [x, y]),
+        "max": (lambda x, y: float_minmax(ctx, "maxnum", x, y)) if fl else
+        (lambda x, y: ctx.call_overloaded("smax" if signed else "umax", [x, y])),
+        "min": (lambda x, y: float_minmax(ctx, "minnum", x, y)) if fl else
+        (lambda x, y: ctx.call_overloaded("smin" if signed else "umin", [x, y])),
         "and": lambda x, y: b.and_(x, y),
         "or": lambda x, y: b.or_(x, y),
         "xor": lambda x, y: b.xor(x, y),

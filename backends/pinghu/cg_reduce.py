@@ -506,6 +506,11 @@ def lower_reduce(cg: Codegen, op) -> None:
         cg.bind(op.results[0], Uniform(IntImm(0), out_shape, T.i32))
         return
     x = cg.materialize(x)
+    # size-1 dims move nothing: drop them (the row-major order stays), so the paths
+    # below see the reduced axis as last when only unit dims follow it
+    axis -= sum(1 for d in shape[:axis] if d == 1)
+    shape = tuple(d for d in shape if d != 1)
+    x = reshaped(x, shape)
     planes, comb, owned = prepare(cg, x, t, kind, axis)
     O, K, I = geometry(shape, axis)
     if I == 1 and K >= x.E:

@@ -134,10 +134,6 @@ def lower_scan(cg: Codegen, op) -> None:
     planes = Planes((run,), (w,), x.E)
     mn = simple_mnemonic(kind, ct)
     comb = simple_combine(mn, w)
-    if ct.is_floating() and kind in ("max", "min"):
-        # equal operands (-0 vs +0): FMNMX gives b, so the running value goes in b and
-        # keeps its sign on ties, as the llvm backend's maxnum/minnum loop does
-        comb = Combine(comb.widths, lambda cg, d, a, b, c=comb: c.emit(cg, d, b, a))
     P = 0 if ct.is_floating() else split_pieces(cg, shape, axis, w)
     if P:
         stride, base = scan_split(cg, planes, mn, shape, P)

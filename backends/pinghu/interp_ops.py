@@ -24,6 +24,8 @@ import numpy as np
 from mutile.ir import semantics
 from mutile.ir import types as T
 
+from mutile.ir.semantics import float_minmax
+
 from .interp_math import erf_f64, fma_f32, fma_f64
 from .operands import PT, RZ, CBank, FloatImm, IntImm, Pred, PredRun, Reg, Run
 
@@ -209,8 +211,9 @@ def _view(ins, key: str = "type") -> str:
 
 # ---------------------------------------------------------------- ALU: floats
 _FLOAT_BIN = {"ALU.FADD": np.add, "ALU.FSUB": np.subtract, "ALU.FMUL": np.multiply,
-              "ALU.FDIV": np.true_divide, "ALU.FREM": np.fmod, "ALU.FMNMX.MIN": np.fmin,
-              "ALU.FMNMX.MAX": np.fmax}
+              "ALU.FDIV": np.true_divide, "ALU.FREM": np.fmod,
+              "ALU.FMNMX.MIN": lambda a, b: float_minmax(a, b, False),
+              "ALU.FMNMX.MAX": lambda a, b: float_minmax(a, b, True)}
 
 
 @impl(*_FLOAT_BIN)

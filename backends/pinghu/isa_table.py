@@ -40,8 +40,8 @@ def binary(name: str, t: str, doc: str, latency: str = "", **attrs):
 for _n, _d in [("FADD", "d = a + b"), ("FSUB", "d = a - b"), ("FMUL", "d = a * b"),
                ("FDIV", "d = a / b, correctly rounded (virtual: hardware expands it)"),
                ("FREM", "d = fmod(a, b), exact, sign of a (virtual: hardware expands it)"),
-               ("FMNMX.MIN", "d = min(a, b); a NaN loses to a number; equal (+0, -0): b"),
-               ("FMNMX.MAX", "d = max(a, b); a NaN loses to a number; equal (+0, -0): b")]:
+               ("FMNMX.MIN", "d = min(a, b); a NaN loses to a number; -0 < +0"),
+               ("FMNMX.MAX", "d = max(a, b); a NaN loses to a number; -0 < +0")]:
     for _t in ("F32", "F64"):
         binary(_n, _t, _d, "div" if _n in ("FDIV", "FREM") else "")
 for _t in ("F32", "F64"):

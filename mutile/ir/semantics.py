@@ -62,6 +62,19 @@ def _shift(a, b, t, left):
     return np.where(big, fill, np.right_shift(a, s)).astype(a.dtype)
 
 
+def float_minmax(a, b, is_max: bool):
+    """IEEE 754-2019 minimumNumber/maximumNumber: a NaN loses to a number, and -0 < +0
+    (equal operands otherwise are the same number). Every backend computes this."""
+    out = np.fmax(a, b) if is_max else np.fmin(a, b)
+    a, b = np.asarray(a), np.asarray(b)
+    eq = a == b
+    if np.any(eq):      # +-0: max takes +0 if either is (bitwise and), min -0 (bitwise or)
+        u = np.dtype(f"u{a.dtype.itemsize}")
+        bits = (a.view(u) & b.view(u)) if is_max else (a.view(u) | b.view(u))
+        out = np.where(eq, bits.view(a.dtype), out)
+    return out
+
+
 def _cmp(a, b, t, pred):
     return {"eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal,
             "gt": np.greater, "ge": np.greater_equal}[pred](a, b)
@@ -82,8 +95,10 @@ ELEMENTWISE = {
     "mul": lambda a, t, at: a[0] * a[1],
     "div": lambda a, t, at: _div(a[0], a[1], t),
     "rem": lambda a, t, at: _rem(a[0], a[1], t),
-    "min": lambda a, t, at: np.fmin(a[0], a[1]),
-    "max": lambda a, t, at: np.fmax(a[0], a[1]),
+    "min": lambda a, t, at: float_minmax(a[0], a[1], False) if t.is_floating() else
+    np.minimum(a[0], a[1]),
+    "max": lambda a, t, at: float_minmax(a[0], a[1], True) if t.is_floating() else
+    np.maximum(a[0], a[1]),
     "and": lambda a, t, at: a[0] & a[1],
     "or": lambda a, t, at: a[0] | a[1],
     "xor": lambda a, t, at: a[0] ^ a[1],
