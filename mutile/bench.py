@@ -97,24 +97,28 @@ def _pinghu_matmul(n, rng):
     return row
 
 
-def _pinghu_attention(heads, seq, d, rng):
-    """FlashAttention forward (fp32, 64x64 tiles) on the Pinghu interpreter."""
+def _pinghu_attention(heads, seq, d, rng, dtype=np.float16):
+    """FlashAttention forward (64x64 tiles) on the Pinghu interpreter."""
     from .kernels import flash_attention as fa
-    q, k, v = (rng.standard_normal((heads, seq, d)).astype(np.float32) for _ in range(3))
+    q, k, v = (rng.standard_normal((heads, seq, d)).astype(dtype) for _ in range(3))
     out = fa.attention(q, k, v, backend="pinghu")
-    err = float(np.abs(out - fa.attention_reference(q, k, v)).max())
+    ref = fa.attention_reference(*(x.astype(np.float64) for x in (q, k, v)))
+    err = float(np.abs(out.astype(np.float64) - ref).max())
     secs = do_bench(lambda: fa.attention(q, k, v, backend="pinghu"), rep=3, warmup=0) / 1e3
-    # Triton's figure is for 2 heads: scale it to this row's heads (time ~ heads)
-    tri = TRITON_INTERPRETER["attention fwd 2h seq512 d64"] * heads / 2
-    return {"name": f"attention fwd {heads}h seq{seq} d{d}", "unit": "s", "higher": False,
-            "mutile": secs, "triton": tri, "max_abs_err": err}
+    row = {"name": f"attention fwd {heads}h seq{seq} d{d} {np.dtype(dtype).name}", "unit": "s",
+           "higher": False, "mutile": secs, "max_abs_err": err}
+    if seq == 512:   # Triton's figure is for 2 heads: scale it to this row's heads
+        row["triton"] = TRITON_INTERPRETER["attention fwd 2h seq512 d64"] * heads / 2
+    return row
 
 
 def measure_pinghu(quick: bool) -> dict:
     """The interpreter rows (``mutile bench --backend pinghu --json``)."""
     rng = np.random.default_rng(0)
     rows = [_pinghu_matmul(n, rng) for n in ((256,) if quick else (256, 512))]
-    rows.append(_pinghu_attention(4, 256 if quick else 512, 64, rng))
+    seq = 256 if quick else 512
+    rows.append(_pinghu_attention(4, seq, 64, rng, np.float16))
+    rows.append(_pinghu_attention(4, seq, 64, rng, np.float32))
     return {"threads": 1, "rows": rows}
 
 

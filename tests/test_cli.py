@@ -169,3 +169,23 @@ def test_bench_quick(mutile_cmd):
     assert "UNEXPECTED" not in out
     # 4. the previous-version table, or the reason it is missing
     assert re.search(r"^vs previous version", out, re.M), out
+
+
+@pytest.mark.slow
+def test_bench_pinghu_quick(mutile_cmd):
+    """The interpreter's rows: time, error against numpy, and Triton's figure where the
+    issue gives one (none for the quick sizes)."""
+    r = mutile_cmd("bench", "--backend", "pinghu", "--quick", timeout=900)
+    assert r.returncode == 0, r.stderr
+    num = r"(\d+(?:\.\d+)?)"
+    rows = re.findall(rf"^(matmul fp16 256\^3 \(64x64x32 tiles\)|attention fwd 4h seq256 d64 "
+                      rf"float(?:16|32))\s+s\s+{num}\s+max \|err\| ([\d.e+-]+)$", r.stdout, re.M)
+    assert len(rows) == 3, r.stdout
+    for name, secs, err in rows:
+        assert float(secs) > 0 and float(err) < 1e-2, (name, err)
+
+
+def test_asm_command_errors_are_one_line(mutile_cmd):
+    r = mutile_cmd("asm", TARGET, "--signature", "*fp16")
+    assert r.returncode != 0 and "Traceback" not in r.stderr
+    assert "--signature lists 1 types" in r.stderr

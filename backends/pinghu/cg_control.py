@@ -1,8 +1,11 @@
 """Structured control flow -> branches: ``for``, ``if``, ``while``, ``return``.
 
 Branch conditions of tile code are scalars, which every thread of a block computes
-alike, so branches are block-uniform (blocks may still differ): a loop is a header test,
-``@!P BRA exit``, the body and ``BRA header``; an ``if`` is ``@!P BRA else``. Values that
+alike, so branches are block-uniform (blocks may still differ); they still follow the
+ISA's reconvergence discipline (docs/isa.md, "Reconvergence"), so the code stays right
+for lanes that disagree: a loop is ``SSY exit``, a header test, ``@!P SYNC`` (the lanes
+that are done wait at ``exit``), the body and ``BRA header``; an ``if`` is ``SSY join``,
+``@!P BRA else``, then-code, ``SYNC``, else-code, ``SYNC``, ``join:``. Values that
 flow around a loop or out of an ``if`` live in *carriers*: register blocks written by
 ``MOV`` at the loop entry and at ``yield`` (through temporaries when a yielded value reads
 another carrier, so ``yield b, a`` swaps). A pointer tile that a loop only advances by
@@ -145,11 +148,12 @@ def lower_for(cg: Codegen, op) -> None:
     store_all(cg, carriers + [iv], inits + [lb])
     ident = cg.new_loop()
     head, done = cg.label("L_for"), cg.label("L_end")
+    cg.emit("SSY", label_ref(done))
     cg.loop_mark("begin", ident)
     cg.place(head)
     cg.loc = op.loc
     go = _continue(cg, iv.load(), ub, step, t)
-    cg.emit("BRA", label_ref(done), guard=go.negated())
+    cg.emit("SYNC", guard=go.negated())
     cg.bind(body.args[0], iv.load())
     _bind_args(cg, body.args[1:], carriers)
     vals = cg.walk(body)
@@ -197,6 +201,7 @@ def lower_if(cg: Codegen, op) -> None:
     cond = cg.pred_of(cg.get(op.operands[0]))
     carriers = [_result_carrier(cg, r) for r in op.results]
     other, done = cg.label("L_else"), cg.label("L_fi")
+    cg.emit("SSY", label_ref(done))
     cg.emit("BRA", label_ref(other), guard=cond.negated())
     for k, region in enumerate(op.regions):
         vals = cg.walk(region)
@@ -205,8 +210,8 @@ def lower_if(cg: Codegen, op) -> None:
             if carriers[j] is None:
                 carriers[j] = _DescCarrier(cg, v)
         store_all(cg, carriers, vals)
+        cg.emit("SYNC")
         if k == 0:
-            cg.emit("BRA", label_ref(done))
             cg.place(other)
     cg.place(done)
     for r, c in zip(op.results, carriers):
@@ -221,13 +226,14 @@ def lower_while(cg: Codegen, op) -> None:
     store_all(cg, carriers, inits)
     ident = cg.new_loop()
     head, done = cg.label("L_while"), cg.label("L_wend")
+    cg.emit("SSY", label_ref(done))
     cg.loop_mark("begin", ident)
     cg.place(head)
     _bind_args(cg, before.args, carriers)
     cond, *fwd = cg.walk(before)
     cg.loc = op.loc
     p = cg.pred_of(cond)
-    cg.emit("BRA", label_ref(done), guard=p.negated())
+    cg.emit("SYNC", guard=p.negated())
     for a, v in zip(after.args, fwd):
         cg.bind(a, v)
     vals = cg.walk(after)

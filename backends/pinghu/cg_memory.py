@@ -139,11 +139,13 @@ def _versioned(cg: Codegen, plan_, p, scalar_path, vector_path) -> None:
     G, leaves = plan_
     ok = runtime_check(cg, p.base, leaves, G)
     other, done = cg.label("L_scalar"), cg.label("L_vec_done")
+    cg.emit("SSY", label_ref(done))
     cg.emit("BRA", label_ref(other), guard=ok.negated())
     vector_path(G)
-    cg.emit("BRA", label_ref(done))
+    cg.emit("SYNC")
     cg.place(other)
     scalar_path()
+    cg.emit("SYNC")
     cg.place(done)
 
 

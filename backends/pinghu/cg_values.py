@@ -6,6 +6,9 @@ Layout (one rule for every tile): a tile of ``N`` elements (row-major order) on 
 holds elements ``(t * E + j) % N`` for ``j < E`` in the registers of one virtual register
 run. When ``N < T`` the tile is replicated (thread ``t`` holds element ``t % N``), and the
 *owners* ``t < N`` are the threads that store it. Scalars are tiles of one element.
+So warp ``w`` holds the ``32 * E`` consecutive elements from ``32 * E * w`` on, and
+WarpSquad ``s`` (warps ``4s .. 4s+3``) the ``128 * E`` from ``128 * E * s``: a row of a
+tile lies in one warp or one squad whenever it fits.
 ``expand_dims`` and ``reshape`` keep the row-major order, so they move nothing; ops that
 move elements between threads go through shared memory (:mod:`.cg_context`).
 """

@@ -60,87 +60,103 @@ def _shfl(ins):
 
 # ---------------------------------------------------------------- WMMA
 _TINY, _HUGE = 2.0 ** -126, 2.0 ** 127
+_F16_SCALE = np.float32(2.0 ** 112)
+_F16_KEEP = np.int32(-0x70002000)                 # 0x8FFFE000: sign, exponent, mantissa
 
 
-def _places(shape: str, operand: str, rows: int, cols: int, per_reg: int):
-    """(register within the fragment, slot within the warp's row of that register) of each
-    matrix element, two (rows, cols) arrays; a register row of a warp holds ``32 *
-    per_reg`` slots (lane * per_reg + half for 16-bit elements). Checks that the fragments
-    cover the matrix exactly once."""
+def _slots(shape: str, operand: str, rows: int, cols: int) -> np.ndarray:
+    """Slot ``element * 32 + lane`` of each matrix element (rows, cols) in a fragment
+    unpacked to (elements, 32 lanes); checks that the fragments cover the matrix once."""
     r, c = coords(shape, operand)                               # (32 lanes, E)
-    reg, slot = np.full((rows, cols), -1), np.full((rows, cols), -1)
-    e = np.arange(r.shape[1])
-    reg[r, c] = e // per_reg
-    slot[r, c] = LANES[:, None] * per_reg + e % per_reg
-    assert (reg >= 0).all() and np.bincount((r * cols + c).ravel()).max() == 1, (shape, operand)
-    return reg, slot
+    slot = np.full((rows, cols), -1)
+    slot[r, c] = np.arange(r.shape[1]) * 32 + LANES[:, None]
+    assert np.bincount((r * cols + c).ravel()).max() == 1 and (slot >= 0).all(), \
+        (shape, operand)
+    return slot
 
 
-def _frag_values(x, per_reg: int):
-    """Register rows (nregs, n) -> (nregs, warps, 32 * per_reg) element slots (u16 for
-    16-bit elements, u32 otherwise)."""
+def _lanes_last(x, regs: int) -> np.ndarray:
+    """Register rows (count * regs, n) -> (count, regs, 32 lanes, warps), contiguous."""
     x = x.reshape(x.shape[0], -1, 32)
-    return x.view(np.uint16) if per_reg == 2 else x
+    return np.ascontiguousarray(x.transpose(0, 2, 1)).reshape(-1, regs, 32, x.shape[1])
+
+
+def _f16_halves(x: np.ndarray) -> np.ndarray:
+    """u32 words (..., 32, warps) holding two f16 each -> f32 (..., 2 halves, 32, warps):
+    the f16 bits moved into f32's fields (the value times 2**-112, subnormals included)
+    and scaled back exactly; infinities and NaNs are converted by numpy."""
+    out = np.empty(x.shape[:-2] + (2,) + x.shape[-2:], np.float32)
+    lo, hi = out[..., 0, :, :].view(np.int32), out[..., 1, :, :].view(np.int32)
+    np.left_shift(x, np.uint32(16), out=lo.view(np.uint32))
+    np.right_shift(lo, np.int32(3), out=lo)
+    np.right_shift(x.view(np.int32), np.int32(3), out=hi)
+    for h in (lo, hi):
+        np.bitwise_and(h, _F16_KEEP, out=h)
+    out *= _F16_SCALE
+    if np.abs(out).max(initial=0) >= 65536:         # exponent 31: infinities and NaNs
+        u16 = np.ascontiguousarray(x).view(np.uint16).reshape(x.shape + (2,))
+        out[...] = np.moveaxis(u16.view(np.float16).astype(np.float32), -1, -3)
+    return out
+
+
+def _unpacked(x: np.ndarray, ab: str) -> np.ndarray:
+    """Fragment registers (count, regs, 32, warps) u32 -> f32 elements (count, slots,
+    warps) in slot order (see :func:`_slots`)."""
+    if ab == "TF32":
+        v = (x & np.uint32(0xFFFFE000)).view(np.float32)
+    elif ab == "F16":
+        v = _f16_halves(x)
+    else:
+        v = np.empty(x.shape[:2] + (2,) + x.shape[2:], np.uint32)
+        np.left_shift(x, np.uint32(16), out=v[:, :, 0])
+        np.bitwise_and(x, np.uint32(0xFFFF0000), out=v[:, :, 1])
+        v = v.view(np.float32)
+    return v.reshape(x.shape[0], -1, x.shape[-1])
 
 
 def _exact_f32_products(a, b) -> bool:
     """Whether every product of an element of ``a`` and one of ``b`` (f32 arrays) is
-    exact in f32 (no underflow below the normal range, no overflow, no NaN/inf)."""
+    exact in f32: no underflow below the normal range, no overflow, no NaN/inf."""
     aa, bb = np.abs(a), np.abs(b)
-    hi = float(aa.max()) * float(bb.max())
-    if not hi < _HUGE:
+    if not float(aa.max()) * float(bb.max()) < _HUGE:
         return False
-    lo_a = aa[aa > 0]
-    lo_b = bb[bb > 0]
+    lo_a, lo_b = aa[aa > 0], bb[bb > 0]
     return not lo_a.size or not lo_b.size or float(lo_a.min()) * float(lo_b.min()) >= _TINY
 
 
 @impl("WMMA")
 def _wmma(ins):
-    """d = a @ b + c per warp and fragment: the accumulator is laid out (m, count, n,
-    warps) (the warps innermost, so every numpy pass runs over long rows), and each of the
-    k steps is ``acc = fma(A[:, k], B[k, :], acc)`` in f32, k ascending. 16-bit and tf32
-    products are exact in f32 unless they leave its normal range (f16 never does), so the
-    step is one f32 multiply and one f32 add; bf16/tf32 operands whose products can leave
-    the normal range run the steps through the exact :func:`fma_f32`."""
+    """d = a @ b + c per warp and fragment. The accumulator is laid out (m, count, n,
+    warps), the warps innermost so every numpy pass runs over long rows; each of the k
+    steps is ``acc = fma(A[:, k], B[k, :], acc)`` in f32, k ascending. 16-bit and tf32
+    products are exact in f32 unless they leave its normal range (f16 products never do),
+    so a step is one f32 multiply and one f32 add; bf16/tf32 operands whose products may
+    leave the normal range take the steps through the exact :func:`fma_f32`."""
     at = ins.op.attrs
     shape, m, n, k, ab = at["shape"], at["m"], at["n"], at["k"], at["ab"]
     d, a, b, c = ins.operands
     cnt = elements(ins)
-    per = 1 if ab == "TF32" else 2                  # elements per register of A and B
     cnt_a, cnt_b, cnt_c = (cnt if isinstance(v, Run) else 1 for v in (a, b, c))
-    regs_a, regs_b = 4, 2                           # registers per A and B fragment
-    ra_, sa = _places(shape, "A", m, k, per)         # (m, k)
-    rb_, sb = _places(shape, "B", k, n, per)         # (k, n)
-    rc_, sc = _places(shape, "C", m, n, 1)           # (m, n)
-    # gather indices: A -> (k, m, cnt_a), B -> (k, cnt_b, n), C -> (m, cnt, n)
-    ia = (ra_.T[:, :, None] + regs_a * np.arange(cnt_a), np.broadcast_to(
-        sa.T[:, :, None], (k, m, cnt_a)))
-    ib = (rb_[:, None, :] + regs_b * np.arange(cnt_b)[:, None], np.broadcast_to(
-        sb[:, None, :], (k, cnt_b, n)))
-    ic = (rc_[:, None, :] + 4 * (np.arange(cnt)[:, None] if cnt_c > 1 else 0),
-          np.broadcast_to(sc[:, None, :], (m, cnt, n)))
-    # D: register 4 * f + e of lane l holds acc[row, f, col] with (row, col) of (l, e)
-    r, cl = coords(shape, "C")
-    out_i, out_j = r.T, cl.T                         # (4 elements, 32 lanes)
+    # fancy indices (fragment, slot) gathering A (k, m, cnt_a), B (k, cnt_b, n),
+    # C (m, cnt, n) from unpacked fragments (count, slots, warps), and D (cnt, 4, 32)
+    # from the accumulator (m, cnt, n)
+    gather_a = (np.arange(cnt_a), _slots(shape, "A", m, k).T[:, :, None])
+    gather_b = (np.arange(cnt_b)[:, None], _slots(shape, "B", k, n)[:, None, :])
+    gather_c = ((np.arange(cnt) if cnt_c > 1 else np.zeros(cnt, int))[:, None],
+                _slots(shape, "C", m, n)[:, None, :])
+    r, col = coords(shape, "C")
+    scatter_d = (r.T, np.arange(cnt)[:, None, None], col.T)
     ra, rb, rc = reader(a, "u32", 4), reader(b, "u32", 2), reader(c, "f32", 4)
     w = writer(d, "f32", 4)
-    d0 = d.n if not isinstance(d, Run) else d.start
-    narrow = {"F16": np.float16, "BF16": ml_dtypes.bfloat16}.get(ab)
-
-    def operand(x, idx):
-        v = _frag_values(x, per)[idx[0], :, idx[1]]
-        if narrow is not None:
-            return v.view(narrow).astype(np.float32)
-        return (v & np.uint32(0xFFFFE000)).view(np.float32)
+    d0 = d.start if isinstance(d, Run) else d.n
 
     def run(st, sel):
         th = sel.threads
-        am = operand(ra(st, th), ia)                 # (k, m, cnt_a, warps)
-        bm = operand(rb(st, th), ib)                 # (k, cnt_b, n, warps)
-        acc = _frag_values(rc(st, th), 1)[ic[0], :, ic[1]]     # (m, cnt, n, warps)
-        acc = np.ascontiguousarray(acc, np.float32)
-        if narrow is np.float16 or _exact_f32_products(am, bm):
+        am = _unpacked(_lanes_last(ra(st, th), 4), ab)[gather_a]       # (k, m, cnt_a, W)
+        bm = _unpacked(_lanes_last(rb(st, th), 2), ab)[gather_b]       # (k, cnt_b, n, W)
+        cm = _lanes_last(rc(st, th), 4).view(np.float32)
+        acc = cm.reshape(cm.shape[0], -1, cm.shape[-1])[gather_c]      # (m, cnt, n, W)
+        if ab == "F16" or _exact_f32_products(am, bm):
             tmp = np.empty_like(acc)
             for kk in range(k):                     # one f32 rounding per k step
                 np.multiply(am[kk][:, :, None, :], bm[kk][None], out=tmp)
@@ -148,8 +164,7 @@ def _wmma(ins):
         else:
             for kk in range(k):
                 acc = fma_f32(am[kk][:, :, None, :], bm[kk][None], acc)
-        res = acc[out_i, :, out_j, :]                # (4, 32, cnt, warps)
-        res = res.transpose(2, 0, 3, 1)              # (cnt, 4, warps, 32)
+        res = acc[scatter_d].transpose(0, 1, 3, 2)  # (cnt, 4, W, 32)
         if sel.mask is None and sel.is_slice:
             st.reg["f32"][d0:d0 + 4 * cnt, th].reshape(res.shape, copy=False)[...] = res
             return
