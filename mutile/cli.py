@@ -155,6 +155,28 @@ def cmd_demo(args) -> int:
     print("\nThe attention kernel's inner loop in the tile IR (k.asm['dce']):")
     print("\n".join(lines[start:start + 14]))
     print("  ...")
+
+    # the same matmul compiled to the Pinghu ISA and run on the Pinghu interpreter
+    t0 = time.perf_counter()
+    cp = mm.matmul(a, b, activation="leaky_relu", out_dtype=np.float32, backend="pinghu",
+                   block_m=64, block_n=64, block_k=32)
+    t_run = time.perf_counter() - t0
+    same = bool(np.array_equal(cp, mm.matmul(a, b, activation="leaky_relu",
+                                             out_dtype=np.float32, block_m=64, block_n=64,
+                                             block_k=32)))
+    print(f"\nthe matmul on the Pinghu interpreter (backend='pinghu', 64x64x32 tiles): "
+          f"{'bit-identical to' if same else 'DIFFERENT from'} the llvm backend, "
+          f"compile+run {t_run:.2f} s")
+    ok = ok and same
+    pk = mm.matmul_kernel.warmup(a, b, np.empty((M, N), np.float32), M, N, K, K, 1, N, 1, N, 1,
+                                 BLOCK_M=64, BLOCK_N=64, BLOCK_K=32, GROUP_M=8,
+                                 ACTIVATION="leaky_relu", backend="pinghu", grid=(1,))
+    isa = pk.asm["musa"].splitlines()
+    at = next(i for i, line in enumerate(isa) if "WMMA." in line)
+    print(f"Its ISA around the tensor-core step (k.asm['musa'], "
+          f"{pk.metadata['registers_per_thread']} registers/thread):")
+    print("\n".join(isa[at - 6:at + 5]))
+    print("  ...")
     print("\nall results match numpy" if ok else "\nMISMATCH against numpy")
     return 0 if ok else 1
 

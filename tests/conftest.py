@@ -25,6 +25,17 @@ from mutile.runtime.compile import frontend_and_passes
 
 
 @mutile.jit
+def tile_offsets(S0: ml.constexpr, S1: ml.constexpr, S2: ml.constexpr, NDIM: ml.constexpr):
+    """Row-major offsets of a (S0,), (S0, S1) or (S0, S1, S2) tile."""
+    if NDIM == 1:
+        return ml.arange(0, S0)
+    if NDIM == 2:
+        return ml.arange(0, S0)[:, None] * S1 + ml.arange(0, S1)[None, :]
+    return (ml.arange(0, S0)[:, None, None] * S1 + ml.arange(0, S1)[None, :, None]) * S2 \
+        + ml.arange(0, S2)[None, None, :]
+
+
+@mutile.jit
 def put(base, slot, v, BLOCK: ml.constexpr):
     """base[slot, program's block] = v, after checking v's dtype is base's element type
     (base is a (slots, BLOCK * num_programs) array)."""

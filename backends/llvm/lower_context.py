@@ -19,6 +19,7 @@ import numpy as np
 from llvmlite import ir
 
 from mutile.errors import CompilationError
+from mutile.ir.registry import registry
 from mutile.ir.types import PointerType, ScalarType, TileType
 
 from . import cgutils
@@ -31,16 +32,7 @@ PTR = ir.PointerType()
 CHUNK = 16  # lanes per elementwise chunk (2 ymm of f32 on AVX2, 1 zmm on AVX-512)
 RECOMPUTE_OPS = 3  # a multi-use expression of at most this many light ops stays lazy
 
-LOWERINGS: dict = {}
-
-
-def lowers(*names):
-    """Register the decorated ``fn(ctx, op)`` as the lowering of the named IR ops."""
-    def deco(fn):
-        for n in names:
-            LOWERINGS[n] = fn
-        return fn
-    return deco
+LOWERINGS, lowers = registry()     # op name -> lowering; @lowers("add", ...)
 
 
 class DescVal:

@@ -13,6 +13,7 @@ import struct
 
 from mutile.errors import CompilationError, Loc
 from mutile.ir import types as T
+from mutile.ir.registry import registry
 from mutile.ir.types import PointerType, ScalarType, TileType, shape_of
 
 from .cg_values import (VP, VR, DescVal, Layout, PtrTile, TileVal, Uniform, VIns, VMem, VReg,
@@ -21,16 +22,7 @@ from .isa import BY_MNEMONIC
 from .operands import RZ, CBank, FloatImm, IntImm, Reg, SReg
 from .program import MAX_SHARED
 
-LOWERINGS: dict = {}
-
-
-def lowers(*names):
-    """Register the decorated function as the lowering of the named tile-IR ops."""
-    def deco(fn):
-        for n in names:
-            LOWERINGS[n] = fn
-        return fn
-    return deco
+LOWERINGS, lowers = registry()     # op name -> lowering; @lowers("add", ...)
 
 
 # ---------------------------------------------------------------- types

@@ -36,7 +36,7 @@ from mutile.ir import semantics
 from mutile.ir import types as T
 from mutile.runtime.compile import frontend_and_passes, get_backend
 
-from ..conftest import BACKENDS, assert_bits_equal, poison, random_data
+from ..conftest import BACKENDS, assert_bits_equal, poison, random_data, tile_offsets
 from .differential_kit import (BINARY, BOOL, CASES, DTYPES, F16, F64, FAST, FP8, OPS, REDUCE,
                                SCAN, UNARY, Case, arg_ref, computation_type, dot_ref, fma_ref,
                                is_float, round_once, scan_ref, short, sum_dtype, ulp)
@@ -63,17 +63,6 @@ def ir(d) -> T.ScalarType:
 
 
 # ---------------------------------------------------------------- kernels
-@mutile.jit
-def tile_offsets(S0: ml.constexpr, S1: ml.constexpr, S2: ml.constexpr, NDIM: ml.constexpr):
-    """Row-major offsets of a (S0,), (S0, S1) or (S0, S1, S2) tile."""
-    if NDIM == 1:
-        return ml.arange(0, S0)
-    if NDIM == 2:
-        return ml.arange(0, S0)[:, None] * S1 + ml.arange(0, S1)[None, :]
-    return (ml.arange(0, S0)[:, None, None] * S1 + ml.arange(0, S1)[None, :, None]) * S2 \
-        + ml.arange(0, S2)[None, None, :]
-
-
 @mutile.jit
 def block(S0: ml.constexpr, S1: ml.constexpr, S2: ml.constexpr, NDIM: ml.constexpr):
     """Offsets of this program's tile (program p holds elements p*S0*S1*S2 onwards)."""

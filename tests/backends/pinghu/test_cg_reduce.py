@@ -33,28 +33,17 @@ from mutile.backends.pinghu.kernel import check_round_trip
 from mutile.ir import types as T
 from mutile.runtime.compile import frontend_and_passes
 
-from ...conftest import assert_bits_equal, poison, random_data
+from ...conftest import assert_bits_equal, poison, random_data, tile_offsets
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
 E4M3, E5M2 = np.dtype(ml_dtypes.float8_e4m3fn), np.dtype(ml_dtypes.float8_e5m2)
 
 
 @mutile.jit
-def _offsets(S0: ml.constexpr, S1: ml.constexpr, S2: ml.constexpr, NDIM: ml.constexpr):
-    """Row-major offsets of a tile of shape (S0,), (S0, S1) or (S0, S1, S2)."""
-    if NDIM == 1:
-        return ml.arange(0, S0)
-    if NDIM == 2:
-        return ml.arange(0, S0)[:, None] * S1 + ml.arange(0, S1)[None, :]
-    return (ml.arange(0, S0)[:, None, None] * S1 + ml.arange(0, S1)[None, :, None]) * S2 \
-        + ml.arange(0, S2)[None, None, :]
-
-
-@mutile.jit
 def reduce_kernel(X, O, Y, S0: ml.constexpr, S1: ml.constexpr, S2: ml.constexpr,
                   NDIM: ml.constexpr, AXIS: ml.constexpr, OP: ml.constexpr,
                   R0: ml.constexpr, R1: ml.constexpr):
-    offs = _offsets(S0, S1, S2, NDIM)
+    offs = tile_offsets(S0, S1, S2, NDIM)
     x = ml.load(X + offs)
     if OP == "scan":
         ml.store(O + offs, ml.cumprod(x, axis=AXIS))
@@ -66,7 +55,7 @@ def reduce_kernel(X, O, Y, S0: ml.constexpr, S1: ml.constexpr, S2: ml.constexpr,
         if len(r.shape) == 0:
             ml.store(O, r)
         else:
-            ml.store(O + _offsets(R0, R1, 1, len(r.shape)), r)
+            ml.store(O + tile_offsets(R0, R1, 1, len(r.shape)), r)
     ml.store(Y + offs, x)       # the input must survive the op
 
 
