@@ -62,7 +62,13 @@ class Codegen:
     def __init__(self, func, options: dict):
         self.func = func
         self.options = options
-        self.threads = 32 * int(options.get("num_warps") or 4)
+        warps = options.get("num_warps")
+        warps = 4 if warps is None else warps
+        if not isinstance(warps, int) or warps < 1 or warps > 32 or warps & (warps - 1):
+            raise CompilationError(f"pinghu backend: num_warps must be a power of two from 1 "
+                                   f"to 32 (a block has at most 1024 threads), got {warps!r}",
+                                   func.loc)
+        self.threads = 32 * warps
         self.code: list[VIns] = []
         self.values: dict = {}
         self.loc: Loc | None = func.loc

@@ -166,12 +166,16 @@ class State:
                     ("u64", np.uint64), ("i64", np.int64), ("f64", np.float64)]}
         self.thread_index = np.arange(T)
         self.thread_block = self.thread_index // t
+        # on-chip memories: one stretch per block (shared) / thread (local), then a
+        # 16-byte spare slot that masked-off elements of fast stores write
         self.shared_pad = -(-program.shared // 16) * 16
-        self.shared = np.zeros(nb * self.shared_pad, np.uint8)
+        self.shared = np.zeros(nb * self.shared_pad + 16, np.uint8)
         self.shared_views = typed_views(self.shared)
         self.local_pad = -(-program.local // 16) * 16
-        self.local = np.zeros(T * self.local_pad, np.uint8)
+        self.local = np.zeros(T * self.local_pad + 16, np.uint8)
         self.local_views = typed_views(self.local)
+        self.onchip = {"SHARED": (self.shared_views, (self.thread_block * self.shared_pad)[None]),
+                       "LOCAL": (self.local_views, (self.thread_index * self.local_pad)[None])}
         self.sanitizer = SharedSanitizer(len(self.shared), self.warps_per_block, nb) \
             if sanitize else None
         self.sr = self._special_registers()

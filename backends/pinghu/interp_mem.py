@@ -15,7 +15,8 @@ import ctypes
 
 import numpy as np
 
-from .interp_ops import elements, fault_first, impl, reader, writer
+from .interp_ops import elements, fault_first, impl, reader, registers, writer
+from .operands import RZ, Reg, Run
 
 REGION_SHIFT = 40
 WIDTHS = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
@@ -23,13 +24,15 @@ _LANE4 = np.arange(4)
 
 
 def typed_views(buf: np.ndarray, shift_of=lambda w: 0) -> dict:
-    """Views of a flat uint8 buffer as 1/2/4/8-byte unsigned integers; element 0 of the
-    w-byte view starts at byte ``shift_of(w)``."""
+    """Views of a flat uint8 buffer as 1/2/4/8-byte unsigned integers and as 16-byte
+    records (rows of four uint32); element 0 of the w-byte view starts at byte
+    ``shift_of(w)``."""
     out = {}
-    for w, dt in WIDTHS.items():
+    for w, dt in [*WIDTHS.items(), (16, np.uint32)]:
         s = shift_of(w)
         n = max(0, (len(buf) - s) // w)
         out[w] = buf[s:s + n * w].view(dt)
+    out[16] = out[16].reshape(-1, 4)
     return out
 
 
@@ -64,7 +67,7 @@ class Region:
             self.buf = np.frombuffer(raw, np.uint8)
         else:
             self.buf = np.zeros(0, np.uint8)
-        self.shift = {w: (-real) % w for w in WIDTHS}
+        self.shift = {w: (-real) % w for w in (*WIDTHS, 16)}
         self.views = typed_views(self.buf, self.shift.get)
 
     def describe(self) -> str:
@@ -238,8 +241,126 @@ def _access(ins):
     return lambda st, sel, a, m, nb, vals=None: _onchip(st, sel, ins, a, m, nb, space, vals)
 
 
+# ---------------------------------------------------------------- fast paths
+# Every element's access is checked at once from the extremes of the base registers
+# (min, max, and their OR for alignment); the view index of each element is then two
+# integer passes, and the access one np.take / one fancy assignment. Whatever the quick
+# checks cannot clear (an element out of bounds or misaligned, several global regions,
+# a read-only region, the shared sanitizer) takes the checked path above, which reports
+# the fault with the first bad element.
+def _first(mask) -> tuple[int, int]:
+    """(row, column) of the first selected element of a (rows, n) mask."""
+    return divmod(int(np.argmax(mask)), mask.shape[1])
+
+
+def _filled(x, mask, at):
+    """``x`` with unselected elements replaced by the selected element ``at`` (so that
+    they hold a valid address; their result is discarded)."""
+    r, c = at
+    return np.where(mask, x, x[min(r, x.shape[0] - 1), min(c, x.shape[1] - 1)])
+
+
+def _shifted(x, nbytes: int):
+    return x >> np.uint32(nbytes.bit_length() - 1) if nbytes > 1 else x
+
+
+def _aligned(x, off: int, nbytes: int) -> bool:
+    return nbytes == 1 or (off % nbytes == 0
+                           and not int(np.bitwise_or.reduce(x, axis=None)) & (nbytes - 1))
+
+
+def _onchip_index(ins, m, nbytes: int):
+    """``(st, sel, mask) -> (views, index)`` of a shared/local access: view indices
+    (rows, n) int64 of every element, or None (use the checked path)."""
+    space, off = ins.op.attrs["space"], m.offset
+    rb = reader(m.base, "u32")
+    shift = nbytes.bit_length() - 1
+
+    def index(st, sel, mask):
+        if space == "SHARED" and st.sanitizer is not None:
+            return None
+        base = rb(st, sel.threads)
+        if mask is not None:
+            base = _filled(base, mask, _first(mask))
+        size = st.program.shared if space == "SHARED" else st.program.local
+        if int(base.min()) + off < 0 or int(base.max()) + off + nbytes > size \
+                or not _aligned(base, off, nbytes):
+            return None
+        views, start = st.onchip[space]
+        return views, np.add(_shifted(base, nbytes), (start[:, sel.threads] + off) >> shift)
+    return index
+
+
+def _global_index(ins, m, nbytes: int, store: bool):
+    """``(st, sel, mask) -> (views, index)`` of a global access whose elements all fall in
+    one region (and whose address pairs share their high word), or None."""
+    off = m.offset
+    if not isinstance(m.base, (Reg, Run)) or m.base == Reg(RZ):
+        return lambda st, sel, mask: None
+    r0, r1 = registers(m.base, 2)
+    lo_rows, hi_rows = slice(r0, r1, 2), slice(r0 + 1, r1, 2)
+
+    def index(st, sel, mask):
+        lo, hi = st.R[lo_rows, sel.threads], st.R[hi_rows, sel.threads]
+        if mask is not None:
+            at = _first(mask)
+            lo, hi = _filled(lo, mask, at), _filled(hi, mask, at)
+        h = int(hi.min())
+        if h != int(hi.max()):
+            return None
+        g, top = st.glob, h << 32
+        first, last = top + int(lo.min()) + off, top + int(lo.max()) + off
+        i = int(np.searchsorted(g.starts, first, side="right")) - 1
+        if i < 0 or first < g.starts[i] or last + nbytes > g.ends[i] \
+                or not _aligned(lo, off, nbytes):
+            return None
+        r = g.regions[i]
+        if store and r.readonly:
+            return None
+        c = r.start - top - off + r.shift[nbytes]
+        return r.views, _shifted(np.subtract(lo, np.int64(c)), nbytes)
+    return index
+
+
+def _fast_index(ins, m, nbytes: int, store: bool = False):
+    if ins.op.attrs["space"] == "GLOBAL":
+        return _global_index(ins, m, nbytes, store)
+    return _onchip_index(ins, m, nbytes)
+
+
+def _dest_rows(d, nregs: int) -> slice:
+    r0 = d.start if isinstance(d, Run) else d.n
+    return slice(r0, r0 + nregs)
+
+
 @impl("LSU.LD")
 def _load(ins):
+    nbytes, dt, view = _LOADS[ins.op.attrs["type"]]
+    d, m = ins.operands
+    k = elements(ins)
+    checked = _load_checked(ins)
+    fast = _fast_index(ins, m, nbytes)
+    w = writer(d, view, 4 if nbytes == 16 else 0)
+    direct = nbytes == 4 and not (isinstance(d, Reg) and d.n == RZ)
+    rows = _dest_rows(d, k)
+
+    def run(st, sel):
+        got = fast(st, sel, sel.mask)
+        if got is None:
+            return checked(st, sel)
+        views, idx = got
+        idx = np.broadcast_to(idx, (k, sel.n))
+        if direct and sel.mask is None and sel.is_slice:
+            np.take(views[4], idx, out=st.R[rows, sel.threads], mode="clip")
+            return
+        v = np.take(views[nbytes], idx, axis=0)
+        if nbytes == 16:                          # (k, n, 4) -> rows 4 * element + word
+            v = v.transpose(0, 2, 1).reshape(4 * k, sel.n)
+        w(st, sel, v.view(dt))
+    return run
+
+
+def _load_checked(ins):
     nbytes, dt, view = _LOADS[ins.op.attrs["type"]]
     d, m = ins.operands
     k = elements(ins)
@@ -264,6 +385,38 @@ def _load(ins):
 
 @impl("LSU.ST")
 def _store(ins):
+    nbytes, view = _STORES[ins.op.attrs["type"]]
+    m, s = ins.operands
+    k = elements(ins)
+    checked = _store_checked(ins)
+    fast = _fast_index(ins, m, nbytes, store=True)
+    val = reader(s, view, 4 if nbytes == 16 else 0)
+    dt = WIDTHS.get(nbytes, np.uint32)
+    onchip = ins.op.attrs["space"] != "GLOBAL"
+
+    def run(st, sel):
+        mask = sel.mask
+        got = fast(st, sel, mask)
+        if got is None:
+            return checked(st, sel)
+        views, idx = got
+        v = val(st, sel.threads)
+        if nbytes == 16:                          # rows 4 * element + word -> (k, n, 4)
+            v = np.broadcast_to(v, (max(v.shape[0], 4), sel.n)).reshape(-1, 4, sel.n)
+            v = np.broadcast_to(v.transpose(0, 2, 1), (k, sel.n, 4))
+        else:
+            v = np.broadcast_to(v, (k, sel.n)).astype(dt, copy=False)
+        idx = np.broadcast_to(idx, (k, sel.n))
+        if mask is not None and onchip:         # unselected elements write the spare slot
+            idx = np.where(mask, idx, len(views[nbytes]) - 1)
+        elif mask is not None:
+            mask = np.broadcast_to(mask, (k, sel.n))
+            idx, v = idx[mask], v[mask]
+        views[nbytes][idx] = v
+    return run
+
+
+def _store_checked(ins):
     nbytes, view = _STORES[ins.op.attrs["type"]]
     m, s = ins.operands
     k = elements(ins)

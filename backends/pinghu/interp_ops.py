@@ -175,20 +175,51 @@ def elements(ins) -> int:
     return ins.count or 1
 
 
-def elementwise(ins, fn, srcs: list, dst: str):
+def target(v, view: str):
+    """``(st, threads) -> array``: the destination rows of ``v`` (type ``view``, or a
+    predicate/predicate run for "pred") for threads given by a slice, as a view results
+    can be computed into; None for RZ, PT and 64-bit pairs (no such view)."""
+    if view == "pred":
+        if isinstance(v, Pred) and v.n == PT:
+            return None
+        rows = slice(v.n, v.n + 1) if isinstance(v, Pred) else slice(v.start, v.end)
+        return lambda st, th: st.P[rows, th]
+    if wide(view) or (isinstance(v, Reg) and v.n == RZ):
+        return None
+    r0, r1 = registers(v, 1)
+    return lambda st, th: st.reg[view][r0:r1, th]
+
+
+def elementwise(ins, fn, srcs: list, dst: str, into=None):
     """``d = fn(*sources)``: operand 0 is the destination (type ``dst``), operands 1..
-    the sources with the given value types."""
+    the sources with the given value types. ``into(*sources, out=rows)`` computes the
+    same straight into the destination rows (default: ``fn`` itself when it is a numpy
+    ufunc whose sources and destination have one type); it is used when every selected
+    element writes (no mask) and the threads are a slice, which saves a copy."""
     w = writer(ins.operands[0], dst)
     rs = [reader(v, t) for v, t in zip(ins.operands[1:], srcs)]
-    if len(rs) == 1:
-        r0, = rs
-        return lambda st, sel: w(st, sel, fn(r0(st, sel.threads)))
-    if len(rs) == 2:
-        r0, r1 = rs
-        return lambda st, sel: w(st, sel, fn(r0(st, sel.threads), r1(st, sel.threads)))
-    r0, r1, r2 = rs
-    return lambda st, sel: w(st, sel, fn(r0(st, sel.threads), r1(st, sel.threads),
-                                         r2(st, sel.threads)))
+    if into is None and isinstance(fn, np.ufunc) and (dst == "pred" or set(srcs) == {dst}):
+        into = fn
+    dest = target(ins.operands[0], dst) if into is not None else None
+    if dest is None:
+        if len(rs) == 1:
+            r0, = rs
+            return lambda st, sel: w(st, sel, fn(r0(st, sel.threads)))
+        if len(rs) == 2:
+            r0, r1 = rs
+            return lambda st, sel: w(st, sel, fn(r0(st, sel.threads), r1(st, sel.threads)))
+        r0, r1, r2 = rs
+        return lambda st, sel: w(st, sel, fn(r0(st, sel.threads), r1(st, sel.threads),
+                                             r2(st, sel.threads)))
+
+    def run(st, sel):
+        th = sel.threads
+        args = [r(st, th) for r in rs]
+        if sel.mask is None and sel.is_slice:
+            into(*args, out=dest(st, th))
+        else:
+            w(st, sel, fn(*args))
+    return run
 
 
 def fault_first(st, sel, ins, bad, pick, headline) -> None:
@@ -282,7 +313,8 @@ def _imul_hi(ins):
 
 @impl("ALU.IMAD")
 def _imad(ins):
-    return elementwise(ins, lambda a, b, c: a * b + c, ["i32", "i32", "i32"], "i32")
+    return elementwise(ins, lambda a, b, c: a * b + c, ["i32", "i32", "i32"], "i32",
+                       into=lambda a, b, c, out: np.add(a * b, c, out=out))
 
 
 @impl("ALU.IMAD.WIDE")
@@ -301,12 +333,16 @@ def _iabs(ins):
 
 @impl("ALU.SHL", "ALU.SHR")
 def _shift(ins):
+    """numpy's shifts are C's with the counts of :mod:`mutile.ir.semantics`: a count of
+    at least the width (any count as unsigned) gives 0, or the sign fill for a signed
+    right shift; 32-bit counts are read as the shifted type, 64-bit ones widened."""
     t = ins.op.attrs["type"]
     v = {"B32": "u32", "B64": "u64"}.get(t) or VIEW[t][0]
-    left = ins.op.family == "ALU.SHL"
-    st = _scalar(v)
-    return elementwise(ins, lambda a, b: semantics._shift(
-        *np.broadcast_arrays(a, b), st, left), [v, "u32"], v)
+    f = np.left_shift if ins.op.family == "ALU.SHL" else np.right_shift
+    if not wide(v):
+        return elementwise(ins, f, [v, v], v)
+    dt = DTYPES[v]
+    return elementwise(ins, lambda a, b: f(a, b.astype(dt)), [v, "u32"], v)
 
 
 @impl("ALU.SEL")
@@ -319,23 +355,29 @@ def _sel(ins):
                                                rb(st, sel.threads)))
 
 
+def _copy_into(a, out):
+    out[...] = a
+
+
 @impl("ALU.MOV")
 def _mov(ins):
     v = _view(ins)
-    return elementwise(ins, lambda a: a, [v], v)
+    return elementwise(ins, lambda a: a, [v], v, into=_copy_into)
 
 
 @impl("ALU.MOV.IMM")
 def _mov_imm(ins):
-    return elementwise(ins, lambda a: a, ["u32"], "u32")
+    return elementwise(ins, lambda a: a, ["u32"], "u32", into=_copy_into)
 
 
 @impl("ALU.IOTA")
 def _iota(ins):
+    """d[i] = a + i * step, wrapping in 32 bits (the steps are wrapped once)."""
     n = elements(ins)
     step = (np.arange(n, dtype=np.int64) * ins.operands[2].value)[:, None]
-    return elementwise(ins, lambda a: (a.astype(np.int64) + step).astype(np.int32),
-                       ["i32"], "i32")
+    step = step.astype(np.uint32).view(np.int32)
+    return elementwise(ins, lambda a: a + step, ["i32"], "i32",
+                       into=lambda a, out: np.add(a, step, out=out))
 
 
 @impl("ALU.PACK")

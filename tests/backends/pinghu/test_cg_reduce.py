@@ -24,6 +24,7 @@ import pytest
 
 import mutile
 import mutile.language as ml
+from mutile.ir import semantics
 from mutile import ir as mir
 from mutile.backends import llvm as llvm_backend
 from mutile.backends.pinghu import disassemble, encode
@@ -167,13 +168,11 @@ def reduce_ref(x: np.ndarray, axis: int, kind: str):
 
 
 def _minmax_scan(x: np.ndarray, axis: int, kind: str) -> np.ndarray:
-    """Running float max/min: a NaN loses to a number, and on ties (-0 vs +0) the
-    running value stays (the llvm backend's ``maxnum(acc, x)``)."""
+    """Running float max/min with the semantics table's rule (a NaN loses to a number,
+    -0 < +0)."""
     out = np.moveaxis(x.copy(), axis, 0)
     for k in range(1, out.shape[0]):
-        acc, v = out[k - 1], out[k]
-        take = (v > acc if kind == "max" else v < acc) | np.isnan(acc)
-        out[k] = np.where(take, v, acc)
+        out[k] = semantics.float_minmax(out[k - 1], out[k], kind == "max")
     return np.moveaxis(out, 0, axis)
 
 

@@ -86,7 +86,8 @@ PLOP = {"AND": np.logical_and, "OR": np.logical_or, "XOR": np.logical_xor}
 REF = {
     "ALU.FADD": _f64(np.add), "ALU.FSUB": _f64(np.subtract), "ALU.FMUL": _f64(np.multiply),
     "ALU.FDIV": _f64(np.true_divide), "ALU.FREM": _f64(np.fmod),
-    "ALU.FMNMX.MIN": _f64(np.fmin), "ALU.FMNMX.MAX": _f64(np.fmax),
+    "ALU.FMNMX.MIN": _f64(lambda a, b: semantics.float_minmax(a, b, False)),
+    "ALU.FMNMX.MAX": _f64(lambda a, b: semantics.float_minmax(a, b, True)),
     "ALU.FFMA": lambda r, a, b, c: _fma_ref(a, b, c, NP[_t(r)]),
     "ALU.FRND": lambda r, a: {"RN": np.rint, "RM": np.floor, "RP": np.ceil,
                               "RZ": np.trunc}[r.attrs["mode"]](a),

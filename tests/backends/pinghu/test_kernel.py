@@ -163,3 +163,10 @@ def test_mutile_asm_prints_the_listing(tmp_path):
     assert r.stdout.startswith(".kernel axpy")
     assert "LSU.LD.GLOBAL.B32" in r.stdout and "// registers_per_thread:" in r.stdout
     assert "ml.store(Z + offs, a * x + y, mask=m)" in r.stdout
+
+
+@pytest.mark.parametrize("num_warps", [3, 0, 64])
+def test_num_warps_must_be_a_power_of_two(num_warps):
+    x = np.zeros(4, np.float32)
+    with pytest.raises(mutile.CompilationError, match="num_warps must be a power of two"):
+        axpy[(1,)](x, x, x.copy(), 1.0, 4, BLOCK=256, backend="pinghu", num_warps=num_warps)
