@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from mutile.errors import CompilationError
 
 from .cg_values import VP, VR, VIns, VMem, VReg
+from .hoist import hoist
 from .isa import BY_MNEMONIC
 from .operands import PT, RZ, Comment, IntImm, Label, Mem, Pred, PredRun, Reg, Run, Target
 from .program import Instruction, Param, Program
@@ -399,8 +400,13 @@ def _emit(ins: VIns, a: Allocation, scratch: dict) -> Instruction:
 def build_program(name: str, params: list[Param], code: list[VIns], threads: int,
                   shared: int, loc=None, pinned=(), budget: int = BUDGET) -> Program:
     """Allocate registers, resolve labels, annotate source lines; the finished program."""
-    code = dead_code(code)
+    plain = dead_code(code)
+    code = dead_code(hoist(plain))
     a = allocate(code, loc, pinned, budget)
+    if a.spilled:       # hoisted values stay live across their loop: keep it only if free
+        b = allocate(plain, loc, pinned, budget)
+        if b.local_bytes < a.local_bytes:
+            code, a = plain, b
     out: list[Instruction] = []
     pending: list = []
     targets: dict[str, int] = {}

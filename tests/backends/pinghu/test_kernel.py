@@ -170,3 +170,26 @@ def test_num_warps_must_be_a_power_of_two(num_warps):
     x = np.zeros(4, np.float32)
     with pytest.raises(mutile.CompilationError, match="num_warps must be a power of two"):
         axpy[(1,)](x, x, x.copy(), 1.0, 4, BLOCK=256, backend="pinghu", num_warps=num_warps)
+
+
+@mutile.jit
+def row_sums(X, Y, rows, BLOCK: ml.constexpr):
+    acc = ml.zeros([BLOCK], ml.float32)
+    for r in range(rows):
+        acc += ml.load(X + r * BLOCK + ml.arange(0, BLOCK))
+    ml.store(Y + ml.arange(0, BLOCK), acc)
+
+
+def test_loop_invariant_instructions_leave_the_loop(rng):
+    """The element-index run (IOTA from the thread id) does not change between
+    iterations: it is computed once, before the loop."""
+    x = rng.standard_normal((7, 512)).astype(np.float32)
+    y = poison(512, np.float32)
+    row_sums[(1,)](x, y, 7, BLOCK=512, backend="pinghu")
+    np.testing.assert_allclose(y, x.astype(np.float64).sum(0), rtol=1e-5, atol=1e-5)
+    text = row_sums.warmup(x, y, 7, BLOCK=512, backend="pinghu", grid=(1,)).asm["musa"]
+    lines = text.splitlines()
+    head = next(i for i, ln in enumerate(lines) if ln.startswith("L_for"))
+    end = next(i for i, ln in enumerate(lines) if ln.startswith("L_end"))
+    assert any("ALU.IOTA" in ln for ln in lines[:head])
+    assert not any("ALU.IOTA" in ln for ln in lines[head:end]), "\n".join(lines[head:end])
