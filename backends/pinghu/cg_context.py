@@ -18,10 +18,12 @@ from mutile.ir.types import PointerType, ScalarType, TileType, shape_of
 
 from .cg_values import (VP, VR, DescVal, Layout, PtrTile, TileVal, Uniform, VIns, VMem, VReg,
                         log2, numel)
+from .cg_recipe import size as recipe_size
 from .isa import BY_MNEMONIC
 from .operands import RZ, CBank, FloatImm, IntImm, Reg, SReg
 from .program import MAX_SHARED
 
+REMAT_NODES = 3
 LOWERINGS, lowers = registry()     # op name -> lowering; @lowers("add", ...)
 
 
@@ -155,7 +157,16 @@ class Codegen:
         self.values[irval] = val
 
     def get(self, irval):
-        return self.values[irval]
+        """The codegen value of ``irval``. Cheap index arithmetic (a recipe of at most
+        :data:`REMAT_NODES` nodes) is recomputed at each use instead of keeping its
+        registers live from its definition (often before a loop) to a distant use."""
+        val = self.values[irval]
+        r = getattr(val, "recipe", None)
+        if isinstance(val, TileVal) and r is not None and val.E > 1 and \
+                self.options.get("remat", True) and recipe_size(r) <= REMAT_NODES:
+            from .cg_recipe import emit
+            return emit(self, r, val.shape, val.ty)
+        return val
 
     def layout(self, shape: tuple) -> Layout:
         return Layout(numel(shape), self.threads)

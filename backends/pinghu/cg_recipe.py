@@ -140,7 +140,7 @@ def emit(cg, r, shape: tuple, ty, index: TileVal | None = None):
                 cache["idx"] = cg.index_run(shape)
             idx, nb = cache["idx"], log2(max(numel(shape), 1))
             if node.shift == 0 and node.width >= nb:
-                return idx
+                return TileVal(idx.vreg, idx.shape, idx.ty, idx.E, idx.w, node)
             out = new(T.i32)
             src = idx.run()
             if node.shift:
