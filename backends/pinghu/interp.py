@@ -19,13 +19,19 @@ threads. Control flow follows docs/isa.md: per-warp active masks and reconvergen
 (SSY/BRA/SYNC/EXIT), BAR.SYNC makes a warp wait until every non-exited warp of its block
 is waiting at the same barrier; when nothing can run a deadlock is reported.
 
-Measured with ``tests/backends/pinghu/bench_interp.py`` on a shared 2-core container
-(numpy 2.4, load ~3 from other jobs): 64 blocks x 128 threads running 255 instructions
-on 32-element register runs (FFMA, FMUL, FADD, FSETP, SEL, MOV, loads, stores) execute
-~1,300 instructions/s = ~0.33M warp-instructions/s = ~340M run-element operations/s
-(each instruction is a few numpy passes over 8192 x 32 values); a block-divergent loop
-(warps at different pcs) runs at about the same rate; single-register instructions are
-bound by Python overhead at ~8 us each (~120,000 instructions/s).
+Where the time goes, and what keeps it down: an instruction over all threads is a few
+numpy passes over megabytes of registers, so the interpreter counts passes. Results are
+computed straight into their destination rows when every element writes (no copy);
+loads and stores check all their addresses from the base registers' extremes and move
+data with one ``np.take`` (:mod:`.interp_lsu`); WMMA lays fragments out with the warps
+innermost (:mod:`.interp_warp`); FFMA's exact f32 fma reuses scratch. Facts about
+register values (e.g. that every block computes the same shared addresses) are kept
+with the rows' write stamps (:meth:`State.stamp`) until the rows change. Measured with
+``mutile bench --backend pinghu`` on a shared, noisy 2-core container (numpy 2.4): the
+fp16 512^3 matmul (64 blocks x 128 threads) runs in 0.26-0.4 s, 4-head seq-512
+attention in 0.27-0.45 s (fp16) and 0.8-1.1 s (f32); ``tests/backends/pinghu/
+bench_interp.py`` executes ~2,300 instructions/s on 32-element runs over 8192 threads
+(~19M thread-instructions/s); a single-register instruction costs ~6-12 us.
 """
 from __future__ import annotations
 
@@ -38,11 +44,11 @@ from mutile.errors import DeviceFault, LaunchError
 
 from .disasm import format_instruction, label_names
 from .interp_debug import Printer
-from .interp_mem import GlobalMemory, Region, SharedSanitizer, typed_views
+from .interp_mem import GlobalMemory, LocalMemory, Region, SharedMemory, SharedSanitizer
 from .interp_ops import build, pred_reader
 from .interp_warp import LANES, Control
 from .machine import EXIT_ROW, Machine, Stats
-from .operands import PT, Comment, Pred, PredRun
+from .operands import PT, RZ, Comment, Pred, PredRun, Reg, Run
 from .program import LOC_COMMENT, Program, registers_used
 
 RUN, BAR, DONE = 0, 1, 2
@@ -58,7 +64,8 @@ class Step:
     """One decoded instruction: ``run(st, sel)`` (data rows) or ``control`` (a
     :class:`~.interp_warp.Control`), the guard reader (None: unguarded), ``never`` for
     ``@!PT``, the ISA ``text`` and the ``source`` comment that located it."""
-    __slots__ = ("pc", "ins", "row", "run", "control", "guard", "never", "text", "source")
+    __slots__ = ("pc", "ins", "row", "run", "control", "guard", "never", "text", "source",
+                 "writes")
 
     def __init__(self, pc, ins, text, source):
         self.pc, self.ins, self.row, self.text, self.source = pc, ins, ins.op, text, source
@@ -69,6 +76,18 @@ class Step:
         self.never = isinstance(g, Pred) and g.n == PT and g.neg
         self.guard = None if g is None or (isinstance(g, Pred) and g.n == PT) \
             else pred_reader(g)
+        self.writes = _written_rows(ins)
+
+
+def _written_rows(ins) -> slice | None:
+    """The register rows ``ins`` writes (None: none), for :meth:`State.stamp`."""
+    specs = ins.op.operands
+    if not specs or not specs[0].dst or not ins.operands:
+        return None
+    v = ins.operands[0]
+    if isinstance(v, Reg) and v.n != RZ:
+        return slice(v.n, v.n + specs[0].width)
+    return slice(v.start, v.end) if isinstance(v, Run) else None
 
 
 class Decoded:
@@ -161,22 +180,16 @@ class State:
         R = self.R = np.zeros((dec.columns, T), np.uint32)
         self.reg = {"u32": R, "i32": R.view(np.int32), "f32": R.view(np.float32)}
         self.P = np.zeros((dec.preds, T), bool)
+        self.version, self.tick = np.zeros(dec.columns, np.int64), 1   # see stamp()
+        self.plans: dict = {}
         self.cb = {v: cbank.view(dt).reshape(-1, 1, 1) for v, dt in
                    [("u32", np.uint32), ("i32", np.int32), ("f32", np.float32),
                     ("u64", np.uint64), ("i64", np.int64), ("f64", np.float64)]}
         self.thread_index = np.arange(T)
         self.thread_block = self.thread_index // t
-        # on-chip memories: one stretch per block (shared) / thread (local), then a
-        # 16-byte spare slot that masked-off elements of fast stores write
-        self.shared_pad = -(-program.shared // 16) * 16
-        self.shared = np.zeros(nb * self.shared_pad + 16, np.uint8)
-        self.shared_views = typed_views(self.shared)
-        self.local_pad = -(-program.local // 16) * 16
-        self.local = np.zeros(T * self.local_pad + 16, np.uint8)
-        self.local_views = typed_views(self.local)
-        self.onchip = {"SHARED": (self.shared_views, (self.thread_block * self.shared_pad)[None]),
-                       "LOCAL": (self.local_views, (self.thread_index * self.local_pad)[None])}
-        self.sanitizer = SharedSanitizer(len(self.shared), self.warps_per_block, nb) \
+        self.shared_mem = SharedMemory(program.shared, nb)
+        self.local_mem = LocalMemory(program.local, T)
+        self.sanitizer = SharedSanitizer(len(self.shared_mem.buf), self.warps_per_block, nb) \
             if sanitize else None
         self.sr = self._special_registers()
         W = self.nwarps = T // 32
@@ -201,6 +214,12 @@ class State:
                      "SR_NTID.X": t}.items():
             out[k] = np.broadcast_to(np.uint32(v), (1, self.nthreads))
         return out
+
+    def stamp(self, rows: slice) -> None:
+        """Register ``rows`` were (maybe) written: caches of facts about register values
+        (``plans``, keyed with the rows' latest stamp) see them change."""
+        self.version[rows] = self.tick
+        self.tick += 1
 
     def select(self, warps: np.ndarray, exact: bool = False) -> Sel:
         """The selection of ``warps`` (sorted), masked by their active lanes. Unless
@@ -385,6 +404,8 @@ def _run(st: State, machine: Machine) -> None:
                     sel = sel.with_mask(s.guard(st, sel.threads))
                 if sel.mask is None or sel.mask.any():
                     s.run(st, sel)
+                    if s.writes is not None:
+                        st.stamp(s.writes)
             st.pcs[warps] = p + 1
         issue(p, s.row, warps)
 
@@ -405,6 +426,8 @@ def _converged(st: State, warps: np.ndarray, p: int, steps, issue) -> int:
                 s.run(st, sel.with_mask(g))
         elif not s.never:
             s.run(st, sel)
+        if s.writes is not None:
+            st.stamp(s.writes)
         issue(p, s.row, warps)
         p += 1
     return p

@@ -1,5 +1,6 @@
 """Memory of the interpreter: global regions backed by the user's arrays, shared and local
-memory, the LSU instructions, bounds and alignment checks and the shared-memory sanitizer.
+memory, checked accesses (bounds and alignment) and the shared-memory sanitizer; the LSU
+instructions that use them are in :mod:`.interp_lsu`.
 
 Global memory is one region per pointer parameter: the bytes its array's elements span,
 as a writable uint8 view of the array's own memory (stores land in the user's array). A
@@ -8,6 +9,12 @@ address, so a virtual address has the alignment of the real one and maps back to
 region with ``np.searchsorted``. Every access is checked for all elements of an
 instruction at once; the first bad element is reported as a core dump (see
 :meth:`.interp.State.fault`).
+
+Shared memory is one stretch of the program's ``.shared`` bytes (rounded up to 16) per
+resident block. Local memory is interleaved by 4-byte words: word ``w`` of every thread
+of the wave is one row ``(threads,)``, so a spilled register at one address is one
+contiguous row for all threads (wider accesses take consecutive rows). Both end with a
+16-byte spare slot that masked-off elements of fast stores write.
 """
 from __future__ import annotations
 
@@ -15,8 +22,7 @@ import ctypes
 
 import numpy as np
 
-from .interp_ops import elements, fault_first, impl, reader, registers, writer
-from .operands import RZ, Reg, Run
+from .interp_ops import fault_first
 
 REGION_SHIFT = 40
 WIDTHS = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
@@ -175,16 +181,74 @@ def _global(st, sel, ins, addr, mask, nbytes, vals=None):
 
 
 # ---------------------------------------------------------------- shared and local memory
+class SharedMemory:
+    """The shared memory of a wave: ``pad`` bytes per block (``size`` rounded up to 16),
+    then the spare slot; ``views`` as in :func:`typed_views`, ``blocks[w]`` the w-byte
+    view as (blocks, pad / w) (16: (blocks, pad / 16, 4))."""
+
+    def __init__(self, size: int, blocks: int):
+        self.size, self.pad = size, -(-size // 16) * 16
+        self.buf = np.zeros(blocks * self.pad + 16, np.uint8)
+        self.views = typed_views(self.buf)
+        self.blocks = {w: v[:blocks * self.pad // w].reshape(blocks, self.pad // w, *v.shape[1:])
+                       for w, v in self.views.items()}
+
+
+class LocalMemory:
+    """The local memory of a wave's ``threads`` threads, interleaved by 4-byte words:
+    ``table`` is (words, threads) uint32, then the spare slot."""
+
+    def __init__(self, size: int, threads: int):
+        self.size, self.threads = size, threads
+        self.words = -(-size // 16) * 4
+        self.buf = np.zeros(self.words * threads * 4 + 16, np.uint8)
+        self.views = typed_views(self.buf)
+        self.table = self.views[4][:self.words * threads].reshape(self.words, threads)
+
+    def _word(self, a, t):
+        return (a >> 2) * self.threads + t
+
+    def gather(self, a, t, nbytes: int) -> np.ndarray:
+        """The ``nbytes`` values at byte addresses ``a`` of threads ``t`` (int arrays,
+        broadcast; checked): like :func:`_gather` (16 bytes: (..., 4) uint32 words)."""
+        w = self._word(a, t)
+        if nbytes == 4:
+            return self.views[4][w]
+        if nbytes < 4:
+            byte = w * 4 + (a & 3)
+            return self.views[nbytes][byte >> (nbytes - 1)]
+        words = [self.views[4][w + j * self.threads] for j in range(nbytes // 4)]
+        if nbytes == 8:
+            return words[0].astype(np.uint64) | (words[1].astype(np.uint64) << np.uint64(32))
+        return np.stack(words, axis=-1)
+
+    def scatter(self, a, t, nbytes: int, vals) -> None:
+        """Store ``vals`` (as :meth:`gather` returns them) at ``a`` of threads ``t``."""
+        w = self._word(a, t)
+        if nbytes == 4:
+            self.views[4][w] = vals
+        elif nbytes < 4:
+            self.views[nbytes][(w * 4 + (a & 3)) >> (nbytes - 1)] = vals
+        elif nbytes == 8:
+            vals = np.asarray(vals, np.uint64)
+            self.views[4][w] = vals.astype(np.uint32)
+            self.views[4][w + self.threads] = (vals >> np.uint64(32)).astype(np.uint32)
+        else:
+            for j in range(4):
+                self.views[4][w + j * self.threads] = vals[..., j]
+
+
 def _onchip(st, sel, ins, addr, mask, nbytes, space, vals=None):
     """Shared or local access: returns (values or None, pick)."""
     if space == "SHARED":
-        size, pad, views = st.program.shared, st.shared_pad, st.shared_views
+        mem = st.shared_mem
         owner = st.thread_block[sel.threads][None, :]
-        what = f"the block's {size} bytes of shared memory (.shared {size})"
+        what = f"the block's {mem.size} bytes of shared memory (.shared {mem.size})"
     else:
-        size, pad, views = st.program.local, st.local_pad, st.local_views
+        mem = st.local_mem
         owner = st.thread_index[sel.threads][None, :]
-        what = f"the thread's {size} bytes of local memory (.local {size})"
+        what = f"the thread's {mem.size} bytes of local memory (.local {mem.size})"
+    size = mem.size
     a, pick = _selected(addr, mask)
     if not a.size:
         return a, pick
@@ -201,243 +265,22 @@ def _onchip(st, sel, ins, addr, mask, nbytes, space, vals=None):
             f"of {nbytes})"))
     own = np.broadcast_to(owner, addr.shape)
     own = own.ravel() if pick is None else own.ravel()[pick]
-    byte = own * pad + a
-    san = st.sanitizer if space == "SHARED" else None
+    if space == "LOCAL":
+        if vals is None:
+            return mem.gather(a, own, nbytes), pick
+        mem.scatter(a, own, nbytes, vals)
+        return None, pick
+    byte = own * mem.pad + a
+    san = st.sanitizer
     if san is not None:
         thr = np.broadcast_to(sel.thread_array()[None, :], addr.shape).ravel()
         warp = thr // 32 if pick is None else thr[pick] // 32
         (san.read if vals is None else san.write)(st, sel, ins, byte, nbytes, pick, own,
                                                  warp)
     if vals is None:
-        return _gather(views, byte, nbytes), pick
-    _scatter(views, byte, nbytes, vals)
+        return _gather(mem.views, byte, nbytes), pick
+    _scatter(mem.views, byte, nbytes, vals)
     return None, pick
-
-
-# ---------------------------------------------------------------- LSU instructions
-_LOADS = {"U8": (1, np.uint8, "u32"), "S8": (1, np.int8, "i32"), "U16": (2, np.uint16, "u32"),
-          "S16": (2, np.int16, "i32"), "B32": (4, np.uint32, "u32"),
-          "B64": (8, np.uint64, "u64"), "B128": (16, np.uint32, "u32")}
-_STORES = {"B8": (1, "u32"), "B16": (2, "u32"), "B32": (4, "u32"), "B64": (8, "u64"),
-           "B128": (16, "u32")}
-
-
-def _address(ins, m):
-    """``(st, sel) -> int64 addresses (count, n)`` of memory operand ``m``."""
-    k = elements(ins)
-    off = m.offset
-    if ins.op.attrs["space"] == "GLOBAL":
-        r = reader(m.base, "i64")
-        return lambda st, sel: np.broadcast_to(r(st, sel.threads) + off, (k, sel.n))
-    r = reader(m.base, "u32")
-    return lambda st, sel: np.broadcast_to(r(st, sel.threads).astype(np.int64) + off,
-                                           (k, sel.n))
-
-
-def _access(ins):
-    space = ins.op.attrs["space"]
-    if space == "GLOBAL":
-        return lambda st, sel, a, m, nb, vals=None: _global(st, sel, ins, a, m, nb, vals)
-    return lambda st, sel, a, m, nb, vals=None: _onchip(st, sel, ins, a, m, nb, space, vals)
-
-
-# ---------------------------------------------------------------- fast paths
-# Every element's access is checked at once from the extremes of the base registers
-# (min, max, and their OR for alignment); the view index of each element is then two
-# integer passes, and the access one np.take / one fancy assignment. Whatever the quick
-# checks cannot clear (an element out of bounds or misaligned, several global regions,
-# a read-only region, the shared sanitizer) takes the checked path above, which reports
-# the fault with the first bad element.
-def _first(mask) -> tuple[int, int]:
-    """(row, column) of the first selected element of a (rows, n) mask."""
-    return divmod(int(np.argmax(mask)), mask.shape[1])
-
-
-def _filled(x, mask, at):
-    """``x`` with unselected elements replaced by the selected element ``at`` (so that
-    they hold a valid address; their result is discarded)."""
-    r, c = at
-    return np.where(mask, x, x[min(r, x.shape[0] - 1), min(c, x.shape[1] - 1)])
-
-
-def _shifted(x, nbytes: int):
-    return x >> np.uint32(nbytes.bit_length() - 1) if nbytes > 1 else x
-
-
-def _aligned(x, off: int, nbytes: int) -> bool:
-    return nbytes == 1 or (off % nbytes == 0
-                           and not int(np.bitwise_or.reduce(x, axis=None)) & (nbytes - 1))
-
-
-def _onchip_index(ins, m, nbytes: int):
-    """``(st, sel, mask) -> (views, index)`` of a shared/local access: view indices
-    (rows, n) int64 of every element, or None (use the checked path)."""
-    space, off = ins.op.attrs["space"], m.offset
-    rb = reader(m.base, "u32")
-    shift = nbytes.bit_length() - 1
-
-    def index(st, sel, mask):
-        if space == "SHARED" and st.sanitizer is not None:
-            return None
-        base = rb(st, sel.threads)
-        if mask is not None:
-            base = _filled(base, mask, _first(mask))
-        size = st.program.shared if space == "SHARED" else st.program.local
-        if int(base.min()) + off < 0 or int(base.max()) + off + nbytes > size \
-                or not _aligned(base, off, nbytes):
-            return None
-        views, start = st.onchip[space]
-        return views, np.add(_shifted(base, nbytes), (start[:, sel.threads] + off) >> shift)
-    return index
-
-
-def _global_index(ins, m, nbytes: int, store: bool):
-    """``(st, sel, mask) -> (views, index)`` of a global access whose elements all fall in
-    one region (and whose address pairs share their high word), or None."""
-    off = m.offset
-    if not isinstance(m.base, (Reg, Run)) or m.base == Reg(RZ):
-        return lambda st, sel, mask: None
-    r0, r1 = registers(m.base, 2)
-    lo_rows, hi_rows = slice(r0, r1, 2), slice(r0 + 1, r1, 2)
-
-    def index(st, sel, mask):
-        lo, hi = st.R[lo_rows, sel.threads], st.R[hi_rows, sel.threads]
-        if mask is not None:
-            at = _first(mask)
-            lo, hi = _filled(lo, mask, at), _filled(hi, mask, at)
-        h = int(hi.min())
-        if h != int(hi.max()):
-            return None
-        g, top = st.glob, h << 32
-        first, last = top + int(lo.min()) + off, top + int(lo.max()) + off
-        i = int(np.searchsorted(g.starts, first, side="right")) - 1
-        if i < 0 or first < g.starts[i] or last + nbytes > g.ends[i] \
-                or not _aligned(lo, off, nbytes):
-            return None
-        r = g.regions[i]
-        if store and r.readonly:
-            return None
-        c = r.start - top - off + r.shift[nbytes]
-        return r.views, _shifted(np.subtract(lo, np.int64(c)), nbytes)
-    return index
-
-
-def _fast_index(ins, m, nbytes: int, store: bool = False):
-    if ins.op.attrs["space"] == "GLOBAL":
-        return _global_index(ins, m, nbytes, store)
-    return _onchip_index(ins, m, nbytes)
-
-
-def _dest_rows(d, nregs: int) -> slice:
-    r0 = d.start if isinstance(d, Run) else d.n
-    return slice(r0, r0 + nregs)
-
-
-@impl("LSU.LD")
-def _load(ins):
-    nbytes, dt, view = _LOADS[ins.op.attrs["type"]]
-    d, m = ins.operands
-    k = elements(ins)
-    checked = _load_checked(ins)
-    fast = _fast_index(ins, m, nbytes)
-    w = writer(d, view, 4 if nbytes == 16 else 0)
-    direct = nbytes == 4 and not (isinstance(d, Reg) and d.n == RZ)
-    rows = _dest_rows(d, k)
-
-    def run(st, sel):
-        got = fast(st, sel, sel.mask)
-        if got is None:
-            return checked(st, sel)
-        views, idx = got
-        idx = np.broadcast_to(idx, (k, sel.n))
-        if direct and sel.mask is None and sel.is_slice:
-            np.take(views[4], idx, out=st.R[rows, sel.threads], mode="clip")
-            return
-        v = np.take(views[nbytes], idx, axis=0)
-        if nbytes == 16:                          # (k, n, 4) -> rows 4 * element + word
-            v = v.transpose(0, 2, 1).reshape(4 * k, sel.n)
-        w(st, sel, v.view(dt))
-    return run
-
-
-def _load_checked(ins):
-    nbytes, dt, view = _LOADS[ins.op.attrs["type"]]
-    d, m = ins.operands
-    k = elements(ins)
-    addr, access = _address(ins, m), _access(ins)
-    w = writer(d, view, 4 if nbytes == 16 else 0)
-    quad = nbytes == 16
-    wide = {"u32": np.uint32, "i32": np.int32, "u64": np.uint64}[view]
-
-    def run(st, sel):
-        a = addr(st, sel)
-        got, pick = access(st, sel, a, sel.mask, nbytes)
-        got = got.view(dt)
-        if pick is not None:
-            full = np.zeros((a.size,) + got.shape[1:], got.dtype)
-            full[pick] = got
-            got = full
-        if quad:                      # (k * n, 4) -> rows 4 * element + word
-            got = got.reshape(k, sel.n, 4).transpose(0, 2, 1)
-        w(st, sel, got.reshape(4 * k if quad else k, sel.n).astype(wide, copy=False))
-    return run
-
-
-@impl("LSU.ST")
-def _store(ins):
-    nbytes, view = _STORES[ins.op.attrs["type"]]
-    m, s = ins.operands
-    k = elements(ins)
-    checked = _store_checked(ins)
-    fast = _fast_index(ins, m, nbytes, store=True)
-    val = reader(s, view, 4 if nbytes == 16 else 0)
-    dt = WIDTHS.get(nbytes, np.uint32)
-    onchip = ins.op.attrs["space"] != "GLOBAL"
-
-    def run(st, sel):
-        mask = sel.mask
-        got = fast(st, sel, mask)
-        if got is None:
-            return checked(st, sel)
-        views, idx = got
-        v = val(st, sel.threads)
-        if nbytes == 16:                          # rows 4 * element + word -> (k, n, 4)
-            v = np.broadcast_to(v, (max(v.shape[0], 4), sel.n)).reshape(-1, 4, sel.n)
-            v = np.broadcast_to(v.transpose(0, 2, 1), (k, sel.n, 4))
-        else:
-            v = np.broadcast_to(v, (k, sel.n)).astype(dt, copy=False)
-        idx = np.broadcast_to(idx, (k, sel.n))
-        if mask is not None and onchip:         # unselected elements write the spare slot
-            idx = np.where(mask, idx, len(views[nbytes]) - 1)
-        elif mask is not None:
-            mask = np.broadcast_to(mask, (k, sel.n))
-            idx, v = idx[mask], v[mask]
-        views[nbytes][idx] = v
-    return run
-
-
-def _store_checked(ins):
-    nbytes, view = _STORES[ins.op.attrs["type"]]
-    m, s = ins.operands
-    k = elements(ins)
-    addr, access = _address(ins, m), _access(ins)
-    val = reader(s, view, 4 if nbytes == 16 else 0)
-    dt = WIDTHS.get(nbytes, np.uint32)
-
-    def run(st, sel):
-        a = addr(st, sel)
-        v = val(st, sel.threads)
-        if nbytes == 16:
-            v = np.broadcast_to(v, (max(v.shape[0], 4), sel.n)).reshape(-1, 4, sel.n)
-            v = np.broadcast_to(v.transpose(0, 2, 1), (k, sel.n, 4)).reshape(-1, 4)
-        else:
-            v = np.broadcast_to(v, a.shape).astype(dt, copy=False).ravel()
-        mask = sel.mask
-        if mask is not None:
-            pick = np.flatnonzero(np.broadcast_to(mask, a.shape))
-            v = v[pick]
-        access(st, sel, a, mask, nbytes, v)
-    return run
 
 
 # ---------------------------------------------------------------- sanitizer
@@ -470,7 +313,7 @@ class SharedSanitizer:
         if bad.any():
             fault_first(st, sel, ins, bad, pick, lambda j: (
                 f"uninitialized shared memory read: {nbytes}-byte shared load at shared "
-                f"address 0x{int(byte[j] - block[j] * st.shared_pad):x} reads bytes no "
+                f"address 0x{int(byte[j] - block[j] * st.shared_mem.pad):x} reads bytes no "
                 f"thread of the block has written"))
         ep = self.epoch[block][:, None]
         w, me = self.writer[b], warp[:, None]
@@ -505,7 +348,7 @@ class SharedSanitizer:
 
     @staticmethod
     def _race(st, verb, byte, block, other, nbytes, done="written"):
-        off = int(byte - block * st.shared_pad)
+        off = int(byte - block * st.shared_mem.pad)
         who = "several warps" if other == -2 else f"warp {other % st.warps_per_block}"
         return (f"shared memory race: this warp {verb} {nbytes} bytes at shared address "
                 f"0x{off:x} {done} by {who} of the block with no BAR.SYNC between")

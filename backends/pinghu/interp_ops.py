@@ -13,8 +13,11 @@ program is decoded: a register or run becomes a row range, an immediate a (1, 1)
 constant, a ``c[...]`` a (1, 1) view of the launch's constant bank. Results are computed
 from whole arrays before anything is written, so runs read all elements first.
 
-Scalar rules come from :mod:`mutile.ir.semantics` (division, remainder, shifts, float ->
-int conversion), so the interpreter computes what the llvm backend computes.
+Scalar rules come from :mod:`mutile.ir.semantics` (division, remainder, float -> int
+conversion; numpy's shifts already follow its rule for counts of at least the width), so
+the interpreter computes what the llvm backend computes. When every selected element
+writes and the threads are a slice, results are computed straight into the destination
+rows (``elementwise``'s ``into``).
 :data:`IMPLS` maps every family of the table to its builder (a test checks every row).
 """
 from __future__ import annotations
@@ -161,8 +164,13 @@ def writer(v, view: str, width: int = 0):
         lo, hi = slice(r0, r1, 2), slice(r0 + 1, r1, 2)
 
         def write_pairs(st, sel, val):
-            val = np.broadcast_to(np.asarray(val).astype(dt, copy=False), (k, sel.n))
-            words = np.ascontiguousarray(val).view(np.uint32).reshape(k, sel.n, 2)
+            val = np.asarray(val).astype(dt, copy=False)
+            words = np.ascontiguousarray(val).view(np.uint32).reshape(val.shape + (2,))
+            if sel.mask is None and sel.is_slice:        # both words in one pass
+                st.R[r0:r1, sel.threads].reshape(k, 2, sel.n)[...] = \
+                    np.moveaxis(words, -1, -2)
+                return
+            words = np.broadcast_to(words, (k, sel.n, 2))
             store(st.R, sel, lo, words[..., 0])
             store(st.R, sel, hi, words[..., 1])
         return write_pairs
@@ -256,7 +264,9 @@ def _float_binary(ins):
 @impl("ALU.FFMA")
 def _ffma(ins):
     v = _view(ins)
-    return elementwise(ins, fma_f32 if v == "f32" else fma_f64, [v, v, v], v)
+    if v == "f32":
+        return elementwise(ins, fma_f32, [v, v, v], v, into=fma_f32)
+    return elementwise(ins, fma_f64, [v, v, v], v)
 
 
 _ROUND = {"RN": np.rint, "RM": np.floor, "RP": np.ceil, "RZ": np.trunc}
@@ -486,4 +496,4 @@ def _nop(ins):
     return lambda st, sel: None
 
 
-from . import interp_debug, interp_mem, interp_warp  # noqa: E402,F401  (more families)
+from . import interp_debug, interp_lsu, interp_warp  # noqa: E402,F401  (more families)

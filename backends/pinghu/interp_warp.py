@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import ml_dtypes
 import numpy as np
 
 from .interp_math import fma_f32
@@ -60,6 +59,7 @@ def _shfl(ins):
 
 # ---------------------------------------------------------------- WMMA
 _TINY, _HUGE = 2.0 ** -126, 2.0 ** 127
+_CHUNK = 1 << 17                # accumulator elements per chunk of warps (measured best)
 _F16_SCALE = np.float32(2.0 ** 112)
 _F16_KEEP = np.int32(-0x70002000)                 # 0x8FFFE000: sign, exponent, mantissa
 
@@ -92,8 +92,8 @@ def _f16_halves(x: np.ndarray) -> np.ndarray:
     np.right_shift(x.view(np.int32), np.int32(3), out=hi)
     for h in (lo, hi):
         np.bitwise_and(h, _F16_KEEP, out=h)
-    out *= _F16_SCALE
-    if np.abs(out).max(initial=0) >= 65536:         # exponent 31: infinities and NaNs
+    out *= _F16_SCALE                               # exponent 31 lands on [2**16, 2**17)
+    if out.size and (out.max() >= 65536 or out.min() <= -65536):   # infinities, NaNs
         u16 = np.ascontiguousarray(x).view(np.uint16).reshape(x.shape + (2,))
         out[...] = np.moveaxis(u16.view(np.float16).astype(np.float32), -1, -3)
     return out
@@ -150,25 +150,40 @@ def _wmma(ins):
     w = writer(d, "f32", 4)
     d0 = d.start if isinstance(d, Run) else d.n
 
-    def run(st, sel):
-        th = sel.threads
+    per_chunk = max(1, _CHUNK // (m * n * cnt))     # warps per chunk
+
+    def part(st, th):
+        """D of the warps of ``th`` as (cnt, 4, warps, 32)."""
         am = _unpacked(_lanes_last(ra(st, th), 4), ab)[gather_a]       # (k, m, cnt_a, W)
         bm = _unpacked(_lanes_last(rb(st, th), 2), ab)[gather_b]       # (k, cnt_b, n, W)
         cm = _lanes_last(rc(st, th), 4).view(np.float32)
         acc = cm.reshape(cm.shape[0], -1, cm.shape[-1])[gather_c]      # (m, cnt, n, W)
+        am, bm = am[:, :, :, None, :], bm[:, None]
         if ab == "F16" or _exact_f32_products(am, bm):
             tmp = np.empty_like(acc)
             for kk in range(k):                     # one f32 rounding per k step
-                np.multiply(am[kk][:, :, None, :], bm[kk][None], out=tmp)
+                np.multiply(am[kk], bm[kk], out=tmp)
                 np.add(acc, tmp, out=acc)
         else:
             for kk in range(k):
-                acc = fma_f32(am[kk][:, :, None, :], bm[kk][None], acc)
-        res = acc[scatter_d].transpose(0, 1, 3, 2)  # (cnt, 4, W, 32)
-        if sel.mask is None and sel.is_slice:
-            st.reg["f32"][d0:d0 + 4 * cnt, th].reshape(res.shape, copy=False)[...] = res
-            return
-        w(st, sel, res.reshape(4 * cnt, sel.n))
+                fma_f32(am[kk], bm[kk], acc, out=acc)
+        return acc[scatter_d].transpose(0, 1, 3, 2)
+
+    def run(st, sel):
+        th, nw = sel.threads, sel.n // 32
+        direct = sel.mask is None and sel.is_slice
+        out = None if direct else np.empty((cnt, 4, nw, 32), np.float32)
+        for w0 in range(0, nw, per_chunk):        # chunks of warps stay in the cache
+            w1 = min(nw, w0 + per_chunk)
+            sub = slice(th.start + 32 * w0, th.start + 32 * w1) if sel.is_slice \
+                else th[32 * w0:32 * w1]
+            res = part(st, sub)
+            if direct:
+                st.reg["f32"][d0:d0 + 4 * cnt, sub].reshape(res.shape, copy=False)[...] = res
+            else:
+                out[:, :, w0:w1] = res
+        if not direct:
+            w(st, sel, out.reshape(4 * cnt, sel.n))
     return run
 
 

@@ -11,6 +11,7 @@ outside its proven range (huge or tiny operands) are computed exactly with fract
 """
 from __future__ import annotations
 
+import threading
 from fractions import Fraction
 
 import numpy as np
@@ -33,26 +34,68 @@ def _round_to_odd(s, err):
     return np.where(fix, bits + step, bits).view(np.float64)
 
 
-def fma_f32(a, b, c):
-    """``a * b + c`` of f32 arrays (broadcast together), rounded once to f32.
+_MIDPOINT = np.iinfo(np.int64).min      # (f64 bits << 35) of an f32 midpoint, as int64
+_TINY = np.uint64((1023 - 126) << 53)   # (f64 bits << 1) of 2**-126: f32's normal range
+_ONE, _35, _TOP = np.uint64(1), np.uint64(35), np.uint64(1 << 63)
+_LIMIT = _TINY - _ONE
 
-    The f64 sum of the exact product and c is usually the answer's only rounding that
-    matters; it can double-round only where it lands exactly on an f32 midpoint, or in
-    the f32 subnormal range. Those (rare) elements are redone with round-to-odd."""
-    p = a.astype(np.float64)
-    p = p * b if p.shape != np.broadcast_shapes(p.shape, np.shape(b)) else \
-        np.multiply(p, b, out=p)
-    s = p + c
-    out = s.astype(np.float32)
-    redo = (s.view(np.int64) & 0x1FFFFFFF) == 0x10000000
-    tiny = np.abs(out) < np.float32(2.0 ** -126)
-    if tiny.any():
-        redo |= tiny & (s != 0)
-    if redo.any():
-        pp, cc = np.broadcast_to(p, s.shape)[redo], np.broadcast_to(c, s.shape)[redo]
-        ss, err = _two_sum(pp, cc.astype(np.float64))
-        out[redo] = _round_to_odd(ss, err).astype(np.float32)
+
+def fma_f32(a, b, c, out=None):
+    """``a * b + c`` of f32 arrays (broadcast together), rounded once to f32; written
+    into ``out`` (an f32 array of the broadcast shape; it may be one of the operands)
+    when given.
+
+    The f64 sum of the exact product and c is the answer's only rounding that matters,
+    except where it lands exactly on an f32 midpoint or below f32's normal range: there
+    rounding it to f32 can round twice, and those (rare) elements are redone with
+    round-to-odd. Both cases are found from the sum's bits (two integer passes and a
+    min-reduction each); the f64 temporaries are per-thread scratch, and ``out`` is
+    written once every operand has been read."""
+    a, b, c = (x if isinstance(x, np.ndarray) else np.asarray(x) for x in (a, b, c))
+    if out is None:
+        out = np.empty(np.broadcast_shapes(a.shape, b.shape, c.shape), np.float32)
+    if not out.size:
+        return out
+    s, t = _work(out.size)
+    s = s.reshape(out.shape)
+    np.multiply(a, b, out=s, dtype=np.float64)             # exact
+    np.add(s, c, out=s)
+    redo = _double_rounding(s, t)
+    if redo is not None:
+        at = np.unravel_index(redo, s.shape)
+        a, b, c = (np.broadcast_to(x, s.shape)[at].astype(np.float64) for x in (a, b, c))
+        s.reshape(-1)[redo] = _round_to_odd(*_two_sum(a * b, c))
+    np.copyto(out, s, casting="same_kind")
     return out
+
+
+_scratch = threading.local()
+
+
+def _work(n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Two scratch arrays of ``n`` float64 / uint64 (per thread, kept: no allocation and
+    no page faults per call)."""
+    w = getattr(_scratch, "w", None)
+    if w is None or w.size < 2 * n:
+        w = _scratch.w = np.empty(2 * max(n, 1 << 16), np.float64)
+    return w[:n], w[n:2 * n].view(np.uint64)
+
+
+def _double_rounding(s: np.ndarray, t: np.ndarray):
+    """Flat indices of the elements of the (non-empty, contiguous) f64 array ``s`` (exact
+    values rounded once) whose rounding to f32 could round twice, or None when there are
+    none; ``t``: uint64 scratch of ``s``'s size."""
+    bits = s.reshape(-1).view(np.uint64)
+    np.left_shift(bits, _35, out=t)             # the low 29 bits; a midpoint's: 1 << 63
+    redo = None
+    if np.minimum.reduce(t.view(np.int64)) == _MIDPOINT:
+        redo = t == _TOP
+    np.left_shift(bits, _ONE, out=t)            # drop the sign
+    np.subtract(t, _ONE, out=t)                 # zeros wrap to the top
+    if np.minimum.reduce(t) < _LIMIT:           # 0 < |s| < 2**-126
+        tiny = t < _LIMIT
+        redo = tiny if redo is None else redo | tiny
+    return None if redo is None else np.flatnonzero(redo)
 
 
 def _split(a):

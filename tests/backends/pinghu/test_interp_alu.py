@@ -274,6 +274,9 @@ def test_ffma_is_rounded_once(rng):
     # the f64 sum lands exactly on an f32-subnormal midpoint, the exact value is below it
     a[0], b[0], c[0] = 2.0 ** -75 * (1 + 2.0 ** -23), 2.0 ** -75 * (1 - 2.0 ** -23), \
         (2 ** 22 + 1) * 2.0 ** -149
+    # the f64 sum lands on the midpoint between the largest subnormal and 2**-126, the
+    # exact value just below it: the answer is the subnormal, not 2**-126
+    a[1], b[1], c[1] = 8392705 * 2.0 ** -98, -16769026 * 2.0 ** -99, 2.0 ** -126
     a, b, c = (x.reshape(4, NT) for x in (a, b, c))
     body = [transfer("LD", 1, 40, 4), transfer("LD", 2, 72, 4), transfer("LD", 3, 104, 4),
             "        ALU.FFMA.F32 R[8:12], R[40:44], R[72:76], R[104:108]",

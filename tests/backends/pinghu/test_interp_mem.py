@@ -194,3 +194,152 @@ def test_scalar_parameters(ptype, value, dt):
     want = np.zeros(8, np.uint8)
     want[:raw.itemsize] = np.frombuffer(raw.tobytes(), np.uint8)
     assert y.view(np.uint8).tolist() == want[:y.nbytes].tolist()
+
+
+# ---------------------------------------------------------------- fast plans vs checked paths
+_SIZE = {"SHARED": 4096, "LOCAL": 256}
+
+
+def _onchip_addresses(pattern: str, nbytes: int, size: int, off: str = "!P[0:4]") -> str:
+    """Addresses R[160:164] of K elements: ``uniform`` (from the thread index, the same in
+    every block), ``block`` (also from the block index), ``same`` (one per thread, every
+    element), ``spill`` (one for all threads: an immediate address), ``row`` (one for all
+    threads, from a register), ``wild`` (out of bounds where ``off``);
+    wrapped into the first half of ``size`` bytes."""
+    step = nbytes if pattern != "same" else 0
+    start = {"uniform": f"R253, {K * nbytes}", "block": f"R250, {K * nbytes}",
+             "same": f"R253, {nbytes}", "spill": f"RZ, {nbytes}", "row": f"R255, {nbytes}",
+             "wild": f"R253, {K * nbytes}"}[pattern]
+    base, scale = start.split(", ")
+    out = [f"ALU.IMUL.S32 R164, {base}, {scale}" if base not in ("RZ", "R255") else
+           f"ALU.MOV.IMM R164, {0 if base == 'RZ' else 0x40}",
+           f"ALU.IOTA.S32 R[160:164], R164, {step}"]
+    out.append(f"ALU.LOP.AND.B32 R[160:164], R[160:164], {(size // 2 - 1) & ~15}")
+    if pattern == "wild":
+        out.append(f"@{off} ALU.IADD.S32 R[160:164], R[160:164], 0x100000")
+    return "\n".join("        " + x for x in out)
+
+
+def _global_addresses(pattern: str, nbytes: int, off: str = "!P[0:4]") -> str:
+    """Address pairs R[100:108]: slot e * NT + g of array X (c[0x8]); ``split``: odd
+    threads in array Z (c[0x10]); ``wild``: out of bounds where ``off``."""
+    out = [f"ALU.IOTA.S32 R[200:204], R250, {NT}",
+           f"ALU.IMAD.WIDE.S32 R[100:108], R[200:204], {nbytes}, c[0x8]"]
+    if pattern == "split":
+        out.append(f"@P5 ALU.IMAD.WIDE.S32 R[100:108], R[200:204], {nbytes}, c[0x10]")
+    if pattern == "wild":
+        out.append(f"@{off} ALU.IMAD.WIDE.S32 R[100:108], R[200:204], {nbytes}, RZ")
+    return "\n".join("        " + x for x in out)
+
+
+def _cases():
+    for space in ("GLOBAL", "SHARED", "LOCAL"):
+        pats = ["plain", "split", "wild"] if space == "GLOBAL" else \
+            ["uniform", "block", "same", "wild"] + (["spill", "row"] if space == "LOCAL" else [])
+        for p in pats:
+            for t in STORES:
+                yield space, p, t
+
+
+@pytest.mark.parametrize("space,pattern,t", list(_cases()))
+def test_plans_match_the_checked_paths(space, pattern, t, rng, monkeypatch):
+    """Every store width then every load of that width, unguarded and under a per-element
+    guard, through the fast plans and through the checked paths alone: the same
+    registers and the same memory."""
+    from mutile.backends.pinghu import interp_lsu
+    nbytes = STORES[t]
+    regs = K * max(1, nbytes // 4)
+    guard = "@P[0:4] " if regs == K else "@P4 "
+    off = "!" + guard.strip()[1:]
+    addr = (lambda: _global_addresses(pattern, nbytes, off)) if space == "GLOBAL" else \
+        (lambda: _onchip_addresses(pattern, nbytes, _SIZE[space], off))
+    mem = "[R[100:108]]" if space == "GLOBAL" else "[R[160:164]+0x10]" \
+        if pattern != "spill" else "[0x10]"
+    loads = [lt for lt, (nb, _) in LOADS.items() if nb == nbytes]
+    body = [transfer("LD", 0, 40, regs), "        S2R R253, SR_TID.X",
+            "        ALU.IOTA.S32 R[204:208], 0, 1", "        ALU.LOP.AND.B32 R208, R250, 3",
+            "        ALU.ISETP.LE.S32 P[0:4], R[204:208], R208",
+            "        ALU.ISETP.NE.S32 P4, R208, 2", "        ALU.LOP.AND.B32 R209, R250, 1",
+            "        ALU.ISETP.EQ.S32 P5, R209, 1", addr(),
+            f"        {guard if pattern == 'wild' else ''}LSU.ST.{space}.{t} {mem}, "
+            f"R[40:{40 + regs}]",
+            f"        {guard}LSU.ST.{space}.{t} {mem}, R[{40 + regs}:{40 + 2 * regs}]"]
+    if space == "SHARED":
+        body.append("        BAR.SYNC 0")
+    for i, lt in enumerate(loads):
+        for g in ("", guard):
+            body += [f"        ALU.MOV.IMM R[8:{8 + regs}], 0x5a5a5a5a",
+                     f"        {g or (guard if pattern == 'wild' else '')}LSU.LD.{space}.{lt} "
+                     f"R[8:{8 + regs}], {mem}",
+                     transfer("ST", 3 + len(body), 8, regs)]
+    outs = [i for i, line in enumerate(body) if line.startswith("        ALU.MOV.IMM R[8:")]
+    params = [("A", "ptr"), ("X", "ptr"), ("Z", "ptr")] + [(f"Y{i}", "ptr") for i in outs]
+    text = header(params, shared=_SIZE["SHARED"], local=_SIZE["LOCAL"]) + PROLOGUE + "\n"
+    for n, i in enumerate(outs):                 # number the output parameters
+        body[i + 2] = body[i + 2].replace(f"c[0x{8 * (3 + i):x}]", f"c[0x{8 * (3 + n):x}]")
+    text += "\n".join(body) + "\n"
+    img = random_data(np.uint32, (2 * regs, NT), rng)
+    results = []
+    for checked in (False, True):
+        monkeypatch.setattr(interp_lsu, "CHECKED_ONLY", checked)
+        x, z = np.zeros(K * NT * nbytes, np.uint8), np.zeros(K * NT * nbytes, np.uint8)
+        ys = [poisoned(regs) for _ in outs]
+        run(text, [img, x, z] + ys, (2, 1, 1))
+        results.append([x, z] + ys)
+    for a, b in zip(*results):
+        assert_bits_equal(a, b, f"{space} {pattern} {t}")
+
+
+@pytest.mark.parametrize("t", ["B32", "B64", "B128"])
+def test_spill_slots_match_the_checked_paths(t, rng, monkeypatch):
+    """Single-register stores and loads at immediate local addresses (spill slots), guarded
+    and not: the same as the checked paths."""
+    from mutile.backends.pinghu import interp_lsu
+    nbytes = STORES[t]
+    regs = max(1, nbytes // 4)
+    body = [transfer("LD", 0, 40, 2 * regs), "        ALU.LOP.AND.B32 R208, R250, 3",
+            "        ALU.ISETP.NE.S32 P4, R208, 2",
+            f"        LSU.ST.LOCAL.{t} [0x20], R40", f"        @P4 LSU.ST.LOCAL.{t} [0x20], "
+            f"R{40 + regs}", f"        LSU.ST.LOCAL.{t} [0x40], R{40 + regs}",
+            f"        ALU.MOV.IMM R[8:{8 + 2 * regs}], 0x5a5a5a5a",
+            f"        LSU.LD.LOCAL.{t} R8, [0x20]", f"        @!P4 LSU.LD.LOCAL.{t} R{8 + regs}, "
+            f"[0x40]", transfer("ST", 1, 8, 2 * regs)]
+    text = header([("A", "ptr"), ("Y", "ptr")], local=128) + PROLOGUE + "\n" + \
+        "\n".join(body) + "\n"
+    img = random_data(np.uint32, (2 * regs, NT), rng)
+    results = []
+    for checked in (False, True):
+        monkeypatch.setattr(interp_lsu, "CHECKED_ONLY", checked)
+        y = poisoned(2 * regs)
+        run(text, [img, y], (2, 1, 1))
+        results.append(y)
+    assert_bits_equal(results[0], results[1], f"spill {t}")
+
+
+def test_shared_address_facts_follow_register_writes(rng, monkeypatch):
+    """Loads that share base registers reuse what was found about them (every block has
+    the same addresses) only while the registers are unchanged: a write to them in one
+    block, or a full rewrite, is seen by the next load."""
+    from mutile.backends.pinghu import interp_lsu
+    img = random_data(np.uint32, (K, NT), rng)
+    body = [transfer("LD", 0, 40, K), "        S2R R253, SR_TID.X",
+            "        ALU.IMUL.S32 R164, R253, 16", "        ALU.IOTA.S32 R[160:164], R164, 4",
+            "        LSU.ST.SHARED.B32 [R[160:164]], R[40:44]", "        BAR.SYNC 0",
+            "        ALU.ISETP.EQ.S32 P0, R251, 1", "        ALU.IOTA.S32 R[160:164], R164, 4"]
+    outs = []
+    for change in ("", "@P0 ALU.IADD.S32 R[160:164], R[160:164], 4",
+                   "ALU.LOP.XOR.B32 R[160:164], R[160:164], 16", "ALU.IADD.S32 R161, R161, 8"):
+        body += [f"        {change}", "        LSU.LD.SHARED.B32 R[8:12], [R[160:164]]",
+                 "        LSU.LD.SHARED.B32 R[12:16], [R[160:164]+0x4]",
+                 transfer("ST", 1 + len(outs), 8, 8)]
+        outs.append(None)
+    params = [("A", "ptr")] + [(f"Y{i}", "ptr") for i in range(len(outs))]
+    text = header(params, shared=BLOCK * 16 + 64) + PROLOGUE + "\n" + "\n".join(body) + "\n"
+    results = []
+    for checked in (False, True):
+        monkeypatch.setattr(interp_lsu, "CHECKED_ONLY", checked)
+        ys = [poisoned(8) for _ in outs]
+        run(text, [img] + ys, (2, 1, 1))
+        results.append(ys)
+    for i, (a, b) in enumerate(zip(*results)):
+        assert_bits_equal(a, b, f"load after change {i}")

@@ -5,8 +5,10 @@ import ml_dtypes
 import numpy as np
 import pytest
 
+from mutile.backends.pinghu import interp_warp
 from mutile.backends.pinghu.isa import INSTRS
 from mutile.backends.pinghu.wmma import coords
+from mutile.ir.fma import fma_f32
 
 from ...conftest import assert_bits_equal, random_data
 from .interp_kit import NT, PROLOGUE, from_image, header, poisoned, run, transfer
@@ -97,9 +99,12 @@ def mma_ref(a, b, c):
 
 @pytest.mark.parametrize("ab", list(SHAPES))
 @pytest.mark.parametrize("count", [1, 2])
-def test_wmma(ab, count, rng):
+@pytest.mark.parametrize("chunk", [None, 1])
+def test_wmma(ab, count, chunk, rng, monkeypatch):
     """D = A @ B + C per warp (4 warps over 2 blocks); with count 2 a single A fragment is
-    broadcast over runs of B, C and D fragments."""
+    broadcast over runs of B, C and D fragments; ``chunk`` 1: one warp at a time."""
+    if chunk is not None:
+        monkeypatch.setattr(interp_warp, "_CHUNK", chunk)
     shape, k, dt = SHAPES[ab]
     nw = NT // 32
     a = random_data(np.float32, (nw, 1, 16, k), rng, specials=False).astype(dt)
@@ -126,3 +131,84 @@ def test_wmma(ab, count, rng):
     close = np.abs(want - (a.astype(np.float64) @ b.astype(np.float64) + c))
     assert close.max() <= 1e-4 * (1 + np.abs(want).max())
     assert from_image(y, np.float32).shape == (d_regs, NT)
+
+
+def test_wmma_bf16_tiny_products_round_once(rng):
+    """bf16 products below f32's normal range: each k step is one fma (the product is not
+    rounded to f32 first), like the llvm backend's dot."""
+    shape, k, dt = SHAPES["BF16"]
+    nw = NT // 32
+    a = (random_data(np.float32, (nw, 1, 16, k), rng, specials=False) * 2.0 ** -66).astype(dt)
+    b = (random_data(np.float32, (nw, 1, k, 8), rng, specials=False) * 2.0 ** -66).astype(dt)
+    c = random_data(np.float32, (nw, 1, 16, 8), rng, specials=False) * np.float32(2.0 ** -126)
+    fa, fb, fc = fragments(a, shape, "A", "BF16"), fragments(b, shape, "B", "BF16"), \
+        fragments(c, shape, "C", "BF16")
+    y = poisoned(4)
+    body = [transfer("LD", 1, 40, 4), transfer("LD", 2, 72, 2), transfer("LD", 3, 104, 4),
+            f"        WMMA.{shape}.F32.BF16.BF16 R8, R40, R72, R104", transfer("ST", 0, 8, 4)]
+    run(header([("Y", "ptr"), ("A", "ptr"), ("B", "ptr"), ("C", "ptr")]) + PROLOGUE + "\n"
+        + "\n".join(body) + "\n", [y, fa, fb, fc], (2, 1, 1))
+    want = c.copy()
+    a32, b32 = a.astype(np.float32), b.astype(np.float32)
+    for kk in range(k):
+        want = fma_f32(a32[..., :, kk:kk + 1], b32[..., kk:kk + 1, :], want)
+    assert_bits_equal(y, fragments(want, shape, "C", "BF16"), "WMMA bf16 tiny products")
+    assert not np.array_equal(want, mma_ref(a, b, c)), "the products must underflow"
+
+
+def test_wmma_under_a_guard(rng):
+    """Lanes whose guard is false keep their D registers (the warp still reads every
+    lane's fragments)."""
+    shape, k, dt = SHAPES["F16"]
+    nw = NT // 32
+    a = random_data(np.float32, (nw, 1, 16, k), rng, specials=False).astype(dt)
+    b = random_data(np.float32, (nw, 2, k, 8), rng, specials=False).astype(dt)
+    c = random_data(np.float32, (nw, 2, 16, 8), rng, specials=False)
+    fa, fb, fc = fragments(a, shape, "A", "F16"), fragments(b, shape, "B", "F16"), \
+        fragments(c, shape, "C", "F16")
+    y = poisoned(8)
+    body = [transfer("LD", 1, 40, 4), transfer("LD", 2, 72, 4), transfer("LD", 3, 104, 8),
+            "        S2R R1, SR_LANEID", "        ALU.ISETP.LT.S32 P0, R1, 13",
+            "        ALU.MOV.IMM R[8:16], 0x7fc00005",
+            f"        @P0 WMMA.{shape}.F32.F16.F16 R[8:16], R40, R[72:76], R[104:112]",
+            transfer("ST", 0, 8, 8)]
+    run(header([("Y", "ptr"), ("A", "ptr"), ("B", "ptr"), ("C", "ptr")]) + PROLOGUE + "\n"
+        + "\n".join(body) + "\n", [y, fa, fb, fc], (2, 1, 1))
+    want = fragments(mma_ref(np.broadcast_to(a, (nw, 2, 16, k)), b, c), shape, "C", "F16")
+    on = (np.arange(NT) % 32) < 13
+    assert_bits_equal(y, np.where(on, want, np.uint32(0x7fc00005)), "guarded WMMA")
+
+
+@pytest.mark.parametrize("ab", ["F16", "BF16"])
+@pytest.mark.parametrize("which", ["subnormal", "inf-nan"])
+def test_wmma_special_inputs(ab, which, rng):
+    """Subnormal, infinite and NaN fragment elements (16-bit inputs are widened exactly;
+    each k step is one fma)."""
+    shape, k, dt = SHAPES[ab]
+    nw = NT // 32
+    a = random_data(np.float32, (nw, 1, 16, k), rng, specials=False).astype(dt)
+    b = random_data(np.float32, (nw, 2, k, 8), rng, specials=False).astype(dt)
+    c = random_data(np.float32, (nw, 2, 16, 8), rng, specials=False)
+    tiny = float(ml_dtypes.finfo(dt).smallest_subnormal)
+    sp = [tiny, -3 * tiny, 0.0, -0.0] if which == "subnormal" else \
+        [np.inf, -np.inf, np.nan, 0.0]
+    for x in (a, b):
+        flat = x.reshape(-1)
+        pick = rng.choice(flat.size, flat.size // 8, replace=False)
+        flat[pick] = np.array(sp, np.float32)[rng.integers(0, len(sp), pick.size)].astype(dt)
+    fa, fb, fc = fragments(a, shape, "A", ab), fragments(b, shape, "B", ab), \
+        fragments(c, shape, "C", ab)
+    y = poisoned(8)
+    body = [transfer("LD", 1, 40, 4), transfer("LD", 2, 72, 4), transfer("LD", 3, 104, 8),
+            f"        WMMA.{shape}.F32.{ab}.{ab} R[8:16], R40, R[72:76], R[104:112]",
+            transfer("ST", 0, 8, 8)]
+    with np.errstate(all="ignore"):
+        run(header([("Y", "ptr"), ("A", "ptr"), ("B", "ptr"), ("C", "ptr")]) + PROLOGUE
+            + "\n" + "\n".join(body) + "\n", [y, fa, fb, fc], (2, 1, 1))
+        want = c.copy()
+        a32, b32 = np.broadcast_to(a, b.shape[:2] + (16, k)).astype(np.float32), \
+            b.astype(np.float32)
+        for kk in range(k):
+            want = fma_f32(a32[..., :, kk:kk + 1], b32[..., kk:kk + 1, :], want)
+    assert_bits_equal(from_image(y, np.float32),
+                      from_image(fragments(want, shape, "C", ab), np.float32), f"WMMA {ab}")
