@@ -216,10 +216,12 @@ def _global_plan(ins, m, nbytes: int, store: bool):
 
 def _onchip_plan(ins, m, nbytes: int, store: bool):
     """``(st, sel, mask) -> (kind, table, index) | None`` of a shared or local access:
-    kind "blocks" (shared, block-uniform: ``table`` (blocks, slots), ``index`` one
-    block's slots (rows, threads per block)), "rows" (local, uniform: ``index`` the
-    first word row of each element (rows, 1)) or "flat" (``index`` int64 per element:
-    byte addresses for local, view indices for shared)."""
+    kind "strided" (shared, block-uniform and affine: ``table`` a strided view of the
+    elements, (rows, blocks, threads per block[, words])), "gather" (shared, block-uniform
+    loads: ``table`` a typed view from the first block and the offset, ``index`` (rows,
+    n)), "rows" (local, uniform: ``index`` the first word row of each element (rows, 1))
+    or "flat" (``index`` int64 per element: byte addresses for local, view indices for
+    shared)."""
     space, off, count = ins.op.attrs["space"], m.offset, elements(ins)
     rb = reader(m.base, "u32")
     shift = np.uint32(nbytes.bit_length() - 1)
@@ -252,7 +254,7 @@ def _onchip_plan(ins, m, nbytes: int, store: bool):
 
 
 def _blocks(st, sel, mem, base, off, nbytes, rows, store, count):
-    """The "strided" or "blocks" plan when every block of the selection has the same
+    """The "strided" or "gather" plan when every block of the selection has the same
     base addresses; whether registers ``rows`` do, and their pattern, is remembered until
     they change (:meth:`.interp.State.stamp`), so the accesses that share an address run
     check once."""
@@ -261,30 +263,43 @@ def _blocks(st, sel, mem, base, off, nbytes, rows, store, count):
     if not sel.is_slice or th.start % tpb or sel.n % tpb or sel.n == tpb \
             or base.shape[1] not in (1, sel.n):
         return None
+    entry = None
     if base.shape[1] == 1:
         pat = base
     else:
         key = (rows, th.start, th.stop)
         stamp = int(st.version[rows[0]:rows[1]].max())
-        hit = st.plans.get(key)
-        if hit is not None and hit[0] == stamp:
-            pat = hit[1]
-        else:
+        entry = st.plans.get(key)
+        if entry is None or entry[0] != stamp:
             pat = base[:, :tpb]
             b3 = base.reshape(base.shape[0], -1, tpb)
             pat = pat.copy() if (b3 == pat[:, None, :]).all() else None
-            st.plans[key] = (stamp, pat)
+            entry = st.plans[key] = (stamp, pat, {})
+        pat = entry[1]
         if pat is None:
             return None
     if not _inside(pat, off, nbytes, mem.size):
         return None
-    idx = np.broadcast_to(pat.astype(np.int64) + off >> (nbytes.bit_length() - 1),
-                          (pat.shape[0], tpb))
+    shift = nbytes.bit_length() - 1
+    idx = np.broadcast_to(pat.astype(np.int64) + off >> shift, (pat.shape[0], tpb))
     blocks = slice(th.start // tpb, th.stop // tpb)
     view = _strided(mem, blocks, idx, nbytes, store, count)
     if view is not None:
         return "strided", view, None
-    return None if store else ("blocks", mem.blocks[nbytes][blocks], idx)
+    if store:
+        return None
+    # one flat index per element, from the selection's first block and without the
+    # offset (it moves the view instead), kept with the pattern
+    full = entry[2].get(nbytes) if entry is not None else None
+    if full is None:
+        nblk, slots = blocks.stop - blocks.start, mem.pad >> shift
+        full = (pat.astype(np.int64) >> shift)[:, None, :] + \
+            (np.arange(nblk) * slots)[:, None]
+        full = np.broadcast_to(full, (pat.shape[0], nblk, tpb)).reshape(pat.shape[0], -1)
+        if entry is not None:
+            entry[2][nbytes] = full
+    return "gather", mem.views[nbytes][blocks.start * (mem.pad >> shift) + (off >> shift):], \
+        full
 
 
 def _strided(mem, blocks: slice, idx, nbytes: int, store: bool, count: int):
@@ -364,11 +379,12 @@ def _load(ins):
             w(st, sel, st.local_mem.table[w0:w0 + nw, sel.threads][None, :, None, :])
         return run_const
 
-    def flat(st, sel, table, idx):
+    def flat(st, sel, view, idx):
+        """Gather elements ``idx`` (rows, n) of typed view ``view`` and write them."""
         if direct and sel.mask is None and sel.is_slice and idx.shape[0] == k:
-            np.take(table[4], idx, out=st.R[rows, sel.threads], mode="clip")
+            np.take(view, idx, out=st.R[rows, sel.threads], mode="clip")
             return
-        v = np.take(table[nbytes], idx, axis=0).view(dt)
+        v = np.take(view, idx, axis=0).view(dt)
         w(st, sel, _word_form(v.reshape((v.shape[0], 1) + v.shape[1:]), nbytes))
 
     def run(st, sel):
@@ -376,19 +392,18 @@ def _load(ins):
         if got is None:
             return checked(st, sel)
         if glob:
-            return flat(st, sel, got[0].views, got[1])
+            return flat(st, sel, got[0].views[nbytes], got[1])
         kind, mem, idx = got
         if kind == "strided":                    # mem: (rows, blocks, tpb[, words])
             return w(st, sel, (np.moveaxis(mem, -1, 1) if nbytes >= 4 else mem[:, None])
                      .view(dt if nbytes < 4 else np.uint32))
-        if kind == "blocks":                     # mem: (blocks, slots[, 4]) of the selection
-            v = np.moveaxis(np.take(mem, idx, axis=1), 0, 1).view(dt)
-            return w(st, sel, _word_form(v, nbytes))
+        if kind == "gather":                     # mem: a typed view, idx (rows, n)
+            return flat(st, sel, mem, idx)
         if kind == "rows":
             return w(st, sel, mem.table[_rows_cols(idx + np.arange(nw), sel.threads)]
                      [:, :, None, :])
         if mem is st.shared_mem:
-            return flat(st, sel, mem.views, idx)
+            return flat(st, sel, mem.views[nbytes], idx)
         v = mem.gather(idx, st.thread_index[sel.threads], nbytes).view(dt)
         w(st, sel, _word_form(v.reshape((v.shape[0], 1) + v.shape[1:]), nbytes))
     return run

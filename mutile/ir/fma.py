@@ -62,7 +62,7 @@ def fma_f32(a, b, c, out=None):
     np.add(s, c, out=s)
     redo = _double_rounding(s, t)
     if redo is not None:
-        at = np.unravel_index(redo, s.shape)
+        at = np.unravel_index(redo, s.shape) if s.ndim else ()
         a, b, c = (np.broadcast_to(x, s.shape)[at].astype(np.float64) for x in (a, b, c))
         s.reshape(-1)[redo] = _round_to_odd(*_two_sum(a * b, c))
     np.copyto(out, s, casting="same_kind")
