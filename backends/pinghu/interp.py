@@ -27,11 +27,12 @@ data with one ``np.take`` (:mod:`.interp_lsu`); WMMA lays fragments out with the
 innermost (:mod:`.interp_warp`); FFMA's exact f32 fma reuses scratch. Facts about
 register values (e.g. that every block computes the same shared addresses) are kept
 with the rows' write stamps (:meth:`State.stamp`) until the rows change. Measured with
-``mutile bench --backend pinghu`` on a shared, noisy 2-core container (numpy 2.4): the
-fp16 512^3 matmul (64 blocks x 128 threads) runs in 0.26-0.4 s, 4-head seq-512
-attention in 0.27-0.45 s (fp16) and 0.8-1.1 s (f32); ``tests/backends/pinghu/
-bench_interp.py`` executes ~2,300 instructions/s on 32-element runs over 8192 threads
-(~19M thread-instructions/s); a single-register instruction costs ~6-12 us.
+``mutile bench --backend pinghu`` on a shared, noisy 2-core container (numpy 2.4; the
+spread is the machine's): the fp16 512^3 matmul (64 blocks x 128 threads) runs in
+0.26-0.43 s, 4-head seq-512 attention in 0.27-0.46 s (fp16) and 0.8-1.3 s (f32), about
+2-2.4x faster than the first version of this interpreter on the same programs;
+``tests/backends/pinghu/bench_interp.py`` executes ~2,300 instructions/s on 32-element
+runs over 8192 threads; a single-register instruction costs ~6-12 us.
 """
 from __future__ import annotations
 
