@@ -36,6 +36,7 @@ runs over 8192 threads; a single-register instruction costs ~6-12 us.
 """
 from __future__ import annotations
 
+import os
 import struct
 
 import ml_dtypes
@@ -341,6 +342,18 @@ class State:
                           f"({where})\n  {self._where(int(pcs[0]))}\n  "
                           f"{self._where(int(pcs[-1]))}", self.dec.steps[int(pcs[0])].ins.loc)
 
+    def watchdog(self):
+        """Raise the DeviceFault of a launch that ran out of scheduling steps (it may
+        loop forever): where its running warps are."""
+        live = np.flatnonzero(self.status != DONE)
+        pcs = sorted(set(self.pcs[live].tolist()))[:4]
+        p = min(pcs[0], len(self.dec.steps) - 1)
+        where = "\n".join(f"  {self._where(min(q, len(self.dec.steps) - 1))}" for q in pcs)
+        raise DeviceFault(f"kernel '{self.name}': watchdog: {watchdog_limit()} scheduling "
+                          f"steps without finishing (it may loop forever; raise "
+                          f"{WATCHDOG_ENV} to allow longer runs); {live.size} warp(s) still "
+                          f"running, at\n{where}", self.dec.steps[p].ins.loc)
+
     def deadlock(self):
         """Raise the DeviceFault describing warps that wait forever."""
         wpb = self.warps_per_block
@@ -368,11 +381,24 @@ class State:
 
 
 # ---------------------------------------------------------------- the event loop
+WATCHDOG_ENV = "MUTILE_WATCHDOG"
+
+
+def watchdog_limit() -> int:
+    """Scheduling steps a launch may take before it is reported as never finishing
+    (``MUTILE_WATCHDOG``; a step runs one or more instructions)."""
+    return int(os.environ.get(WATCHDOG_ENV) or 10_000_000)
+
+
 def _run(st: State, machine: Machine) -> None:
     steps = st.dec.steps
     n_ins = len(steps)
     issue = machine.on_issue
+    budget = watchdog_limit()
     while True:
+        budget -= 1
+        if budget < 0:
+            st.watchdog()
         live = np.flatnonzero(st.status != DONE)
         if not live.size:
             return

@@ -112,3 +112,23 @@ def test_barrier_deadlock_is_reported(tmp_path, monkeypatch):
     assert "deadlock" in msg
     assert f"{HERE}:{_line('TRANS')}" in msg and "y = ml.trans(x)" in msg
     assert "BAR.SYNC 1" in msg and "BAR.SYNC 0" in msg
+
+
+@mutile.jit
+def spin(X, n):
+    v = ml.load(X)
+    while v < n:
+        v = v * 1  # SPIN
+    ml.store(X, v)
+
+
+def test_a_kernel_that_never_finishes_is_reported(monkeypatch):
+    """No warp is blocked, so it is no deadlock: the watchdog ends it, naming the line."""
+    monkeypatch.setenv("MUTILE_WATCHDOG", "2000")
+    x = np.zeros(1, np.float32)
+    with pytest.raises(mutile.DeviceFault, match="watchdog: 2000 scheduling steps") as ei:
+        spin[(1,)](x, 1.0, backend="pinghu")
+    assert f"{HERE}:" in str(ei.value) and "MUTILE_WATCHDOG" in str(ei.value)
+    x[0] = 3.0
+    spin[(1,)](x, 1.0, backend="pinghu")            # a finishing launch is untouched
+    assert x[0] == 3.0
