@@ -387,7 +387,7 @@ WATCHDOG_ENV = "MUTILE_WATCHDOG"
 def watchdog_limit() -> int:
     """Scheduling steps a launch may take before it is reported as never finishing
     (``MUTILE_WATCHDOG``; a step runs one or more instructions)."""
-    return int(os.environ.get(WATCHDOG_ENV) or 10_000_000)
+    return int(os.environ.get(WATCHDOG_ENV) or 1_000_000)
 
 
 def _run(st: State, machine: Machine) -> None:
