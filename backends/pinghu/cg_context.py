@@ -14,13 +14,12 @@ import struct
 from mutile.errors import CompilationError, Loc
 from mutile.ir import types as T
 from mutile.ir.registry import registry
-from mutile.ir.types import PointerType, ScalarType, TileType, shape_of
+from mutile.ir.types import PointerType, ScalarType, TileType
 
-from .cg_values import (VP, VR, DescVal, Layout, PtrTile, TileVal, Uniform, VIns, VMem, VReg,
-                        log2, numel)
+from .cg_values import VP, VR, Layout, PtrTile, TileVal, Uniform, VIns, VMem, VReg, log2, numel
 from .cg_recipe import size as recipe_size
 from .isa import BY_MNEMONIC
-from .operands import RZ, CBank, FloatImm, IntImm, Reg, SReg
+from .operands import FloatImm, IntImm
 from .program import MAX_SHARED
 
 REMAT_NODES = 3
@@ -176,14 +175,6 @@ class Codegen:
         E = self.layout(shape).E
         w = width(ty)
         return TileVal(self.vreg(E * w, w), shape, ty, E, w)
-
-    def elems(self, val) -> int:
-        """Elements per thread of ``val``'s layout."""
-        return self.layout(val.shape).E
-
-    def thread_id(self) -> VR:
-        """``SR_TID.X`` in a register (read once, at the kernel's start)."""
-        return self.tid
 
     def operand(self, val, allow_imm: bool = True):
         """The source operand of a value in the block layout: a run for register tiles, a
@@ -389,20 +380,5 @@ class Codegen:
         src = index_fn(idx)
         return self.from_shared(shape, val.ty, src, stride)
 
-    def alu_i32(self, mn: str, a: TileVal, b) -> TileVal:
-        out = self.new_tile(a.shape, T.i32)
-        self.emit(mn, out.run(), a.run(), b if not isinstance(b, TileVal) else b.run())
-        return out
-
-
-def tile_shape(t) -> tuple:
-    return shape_of(t)
-
-
 def element(t):
     return t.element if isinstance(t, TileType) else t
-
-
-__all__ = ["Codegen", "lowers", "LOWERINGS", "width", "isa_int", "cvt_name", "element",
-           "is_narrow_float", "tile_shape", "DescVal", "PtrTile", "TileVal", "Uniform", "VR",
-           "VP", "VMem", "RZ", "Reg", "SReg", "CBank"]

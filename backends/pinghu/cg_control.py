@@ -13,12 +13,11 @@ uniform offsets carries just its 64-bit base (its offset tile is loop-invariant)
 """
 from __future__ import annotations
 
-from mutile.ir import types as T
 from mutile.ir.analysis import carried_increment
 from mutile.ir.types import DescType
 
 from .cg_context import Codegen, lowers, width
-from .cg_values import VP, VR, DescVal, PtrTile, TileVal, Uniform, numel
+from .cg_values import VP, VR, DescVal, PtrTile, TileVal, Uniform
 from .operands import RZ, FloatImm, IntImm, Reg
 from .regalloc import label_ref
 
@@ -189,7 +188,7 @@ def _continue(cg: Codegen, i, ub, step, t) -> VP:
     return VP(p, 3, 1)
 
 
-def _result_carrier(cg: Codegen, r, sample=None):
+def _result_carrier(cg: Codegen, r):
     if isinstance(r.type, DescType):
         return None
     shape = r.type.shape if r.type.is_tile() else ()
@@ -250,5 +249,3 @@ def lower_while(cg: Codegen, op) -> None:
 def lower_return(cg: Codegen, op) -> None:
     cg.emit("EXIT")
 
-
-__all__ = ["move", "store_all", "T", "numel"]

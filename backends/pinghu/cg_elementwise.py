@@ -41,10 +41,6 @@ def _finish(cg: Codegen, op, tile: TileVal, shape, uniform):
     cg.bind(op.results[0], val)
 
 
-def _isa_int_type(t) -> str:
-    return isa_int(t)
-
-
 def _int_suffix(mn: str, t) -> str:
     it = isa_int(t)
     if mn in ("ALU.LOP.AND", "ALU.LOP.OR", "ALU.LOP.XOR", "ALU.SHL"):
@@ -96,8 +92,6 @@ def binary(cg: Codegen, name: str, a, b, t, out: TileVal) -> None:
     bo = cg.operand(b)
     if name in ("shl", "shr") and width(t) == 2:
         bo = _shift_amount64(cg, b)
-    elif name in ("shl", "shr") and t.bits < 32 and not t.is_bool():
-        pass
     if name == "shr":
         mn = f"ALU.SHR.{isa_int(t)}"
     else:
@@ -260,8 +254,6 @@ def lower_fma(cg: Codegen, op) -> None:
 def lower_select(cg: Codegen, op) -> None:
     c, a, b = (cg.as_uniform(cg.get(v)) for v in op.operands)
     rt = element(op.results[0].type)
-    if isinstance(a, type(None)):
-        cg.fail("bad select")
     if rt.is_ptr():
         a, b = (cg.materialize(v) if not isinstance(v, (TileVal, Uniform)) else v
                 for v in (a, b))
@@ -315,7 +307,6 @@ def lower_cast(cg: Codegen, op) -> None:
 @lowers("bitcast")
 def lower_bitcast(cg: Codegen, op) -> None:
     x = cg.as_uniform(cg.get(op.operands[0]))
-    src = element(op.operands[0].type)
     dst = element(op.results[0].type)
     out, shape, uni = _result(cg, op, [x], dst)
     xo = cg.operand(x, False)

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from .cg_context import Codegen, element, is_narrow_float, lowers, width
 from .cg_elementwise import from_f32, wrap_int
-from .cg_reduce import (Combine, Planes, chunk_size, geometry, ld_shared, line_addresses, lines_of,
+from .cg_reduce import (Planes, chunk_size, geometry, ld_shared, line_addresses, lines_of,
                         new_planes, own_offsets, simple_combine, simple_mnemonic, st_shared,
                         stage, to_compute)
 from .cg_values import VP, VR, TileVal, VMem, numel

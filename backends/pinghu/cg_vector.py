@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from mutile.ir import types as T
 
 from . import cg_recipe as recipe
-from .cg_values import VP, VR, PtrTile, TileVal, Uniform, VMem, log2, numel
+from .cg_values import VP, VR, PtrTile, TileVal, Uniform, VMem, log2
 from .operands import IntImm
 
 BIG = 1 << 30
@@ -162,5 +162,3 @@ def vector_access(cg, p: PtrTile, mask, shape, G: int, t, emit_access) -> None:
         guard = cg.pred_of(mask)
     emit_access(VMem(addr.run()), guard)
 
-
-__all__ = ["facts", "plan", "runtime_check", "vector_access", "numel"]

@@ -17,10 +17,10 @@ from dataclasses import dataclass
 
 from mutile.errors import CompilationError
 
-from .cg_values import VP, VR, VIns, VMem, VReg
+from .cg_values import VP, VR, VIns, VMem
 from .hoist import hoist
 from .isa import BY_MNEMONIC
-from .operands import PT, RZ, Comment, IntImm, Label, Mem, Pred, PredRun, Reg, Run, Target
+from .operands import RZ, Comment, IntImm, Label, Mem, Pred, PredRun, Reg, Run, Target
 from .program import Instruction, Param, Program
 
 BUDGET = 255          # R0 .. R254
@@ -233,7 +233,7 @@ def _phys(o, spec_width: int, a: Allocation, scratch: dict):
     if isinstance(o, VMem):
         if o.base is None:
             return Mem(Reg(RZ), o.offset)
-        return Mem(_phys(o.base, spec_width, a, scratch), o.offset)  # spec_width: the base's
+        return Mem(_phys(o.base, spec_width, a, scratch), o.offset)
     return o
 
 
@@ -458,5 +458,3 @@ class _LabelRef:
 def label_ref(name: str) -> _LabelRef:
     return _LabelRef(name)
 
-
-__all__ = ["allocate", "build_program", "label_ref", "intervals", "IntImm", "PT"]
