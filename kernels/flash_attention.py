@@ -59,6 +59,61 @@ def attention_fwd_kernel(Q, K, V, Out, seq_q, seq_k, sm_scale,
              out.to(Out.dtype.element_ty), mask=offs_m[:, None] < seq_q)
 
 
+@mutile.jit
+def attention_desc_kernel(Q, K, V, Out, heads, seq_q, seq_k, sm_scale, HEAD_DIM: ml.constexpr,
+                          BLOCK_M: ml.constexpr, BLOCK_N: ml.constexpr):
+    """The same forward pass reading Q, K and V through tensor descriptors over the
+    [heads * seq, HEAD_DIM] rows (on Pinghu: TME copies, pipelined over the key blocks).
+
+    A key block may run past this head's rows into the next head's: those columns are
+    masked out of the softmax (their probability is 0).
+    """
+    start_m = ml.program_id(0)
+    head = ml.program_id(1)
+    q_desc = ml.make_tensor_descriptor(Q, shape=[heads * seq_q, HEAD_DIM],
+                                       strides=[HEAD_DIM, 1], block_shape=[BLOCK_M, HEAD_DIM])
+    k_desc = ml.make_tensor_descriptor(K, shape=[heads * seq_k, HEAD_DIM],
+                                       strides=[HEAD_DIM, 1], block_shape=[BLOCK_N, HEAD_DIM])
+    v_desc = ml.make_tensor_descriptor(V, shape=[heads * seq_k, HEAD_DIM],
+                                       strides=[HEAD_DIM, 1], block_shape=[BLOCK_N, HEAD_DIM])
+    offs_m = start_m * BLOCK_M + ml.arange(0, BLOCK_M)
+    offs_n = ml.arange(0, BLOCK_N)
+    offs_d = ml.arange(0, HEAD_DIM)
+    q = q_desc.load([head * seq_q + start_m * BLOCK_M, 0])
+    m_i = ml.full([BLOCK_M], -float("inf"), ml.float32)
+    l_i = ml.zeros([BLOCK_M], ml.float32)
+    acc = ml.zeros([BLOCK_M, HEAD_DIM], ml.float32)
+    qk_scale = sm_scale * 1.44269504
+    for start_n in range(0, seq_k, BLOCK_N):
+        k = k_desc.load([head * seq_k + start_n, 0])
+        qk = ml.dot(q, ml.trans(k)) * qk_scale
+        qk = ml.where((start_n + offs_n)[None, :] < seq_k, qk, -float("inf"))
+        m_new = ml.maximum(m_i, ml.max(qk, axis=1))
+        p = ml.exp2(qk - m_new[:, None])
+        alpha = ml.exp2(m_i - m_new)
+        l_i = l_i * alpha + ml.sum(p, axis=1)
+        v = v_desc.load([head * seq_k + start_n, 0])
+        acc = ml.dot(p.to(v.dtype), v, acc * alpha[:, None])
+        m_i = m_new
+    out = acc / l_i[:, None]
+    ml.store(Out + (head * seq_q + offs_m[:, None]) * HEAD_DIM + offs_d[None, :],
+             out.to(Out.dtype.element_ty), mask=offs_m[:, None] < seq_q)
+
+
+def attention_desc(q, k, v, sm_scale=None, block_m=64, block_n=64, **launch):
+    """Host wrapper of :func:`attention_desc_kernel` (no causal mask; seq_k >= 1)."""
+    H, Sq, D = q.shape
+    Sk = k.shape[1]
+    if sm_scale is None:
+        sm_scale = 1.0 / math.sqrt(D)
+    q, k, v = (np.ascontiguousarray(x) for x in (q, k, v))
+    out = np.empty_like(q)
+    grid = (mutile.cdiv(Sq, block_m), H)
+    attention_desc_kernel[grid](q, k, v, out, H, Sq, Sk, float(sm_scale), HEAD_DIM=D,
+                                BLOCK_M=block_m, BLOCK_N=block_n, **launch)
+    return out
+
+
 def attention(q, k, v, causal=False, sm_scale=None, block_m=64, block_n=64, **launch):
     """Host wrapper: softmax(q k^T * sm_scale [+ causal mask]) v for [heads, seq, d] arrays."""
     H, Sq, D = q.shape

@@ -8,6 +8,7 @@ llvmlite JIT for the host CPU.
     add[(mutile.cdiv(n, 1024),)](x, y, z, n, BLOCK=1024)
 """
 from .errors import CompilationError, DeviceFault, LaunchError, MutileError
+from .runtime.descriptor import TensorDescriptor
 from .runtime.jit import CompiledKernel, Config, JITFunction, jit
 
 __version__ = "0.1.0"
@@ -27,4 +28,4 @@ def next_power_of_2(n: int) -> int:
 from . import language, testing  # noqa: E402
 
 __all__ = ["jit", "JITFunction", "CompiledKernel", "Config", "cdiv", "next_power_of_2",
-           "CompilationError", "LaunchError", "DeviceFault", "MutileError", "language", "testing"]
+           "TensorDescriptor", "CompilationError", "LaunchError", "DeviceFault", "MutileError", "language", "testing"]

@@ -172,10 +172,11 @@ def cmd_demo(args) -> int:
                                  BLOCK_M=64, BLOCK_N=64, BLOCK_K=32, GROUP_M=8,
                                  ACTIVATION="leaky_relu", backend="pinghu", grid=(1,))
     isa = pk.asm["musa"].splitlines()
-    at = next(i for i, line in enumerate(isa) if "WMMA." in line)
+    at = next(i for i, line in enumerate(isa) if "SQMMA." in line or "WMMA." in line)
     print(f"Its ISA around the tensor-core step (k.asm['musa'], "
-          f"{pk.metadata['registers_per_thread']} registers/thread):")
-    print("\n".join(isa[at - 6:at + 5]))
+          f"{pk.metadata['registers_per_thread']} registers/thread): the tiles are staged "
+          f"in shared memory for the WarpSquad MMA (docs/pinghu-async.md)")
+    print("\n".join(isa[at - 12:at + 3]))
     print("  ...")
     print("\nall results match numpy" if ok else "\nMISMATCH against numpy")
     return 0 if ok else 1

@@ -464,6 +464,10 @@ class LowerContext:
             if op.name in ("yield", "condition"):
                 return [self[v] for v in op.operands]
             fn = LOWERINGS.get(op.name)
+            if fn is None and op.name.startswith("ph."):
+                raise CompilationError(f"mutile.language.pinghu.{op.name[3:]}: Pinghu's "
+                                       f"asynchronous engines exist only on the Pinghu machine; "
+                                       f"launch with backend='pinghu'", op.loc)
             if fn is None:
                 self.fail(op, "has no lowering in the llvm backend")
             fn(self, op)

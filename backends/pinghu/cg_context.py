@@ -79,6 +79,14 @@ class Codegen:
         self.shared_top = 0           # bytes of shared memory the kernel needs
         self.tid: VR | None = None
         self.prints: list[dict] = []      # device_print formats (see cg_debug)
+        self.partition = None             # (index, warps, first warp) inside ph partitions
+        self.scratch_partitions: set = set()
+        self.smem_offsets: dict = {}      # ph.alloc_shared op -> byte offset (cg_async)
+        self.barriers_used = 0
+        self.inflight: set = set()        # ph.sqmma results not yet waited for
+        self.inflight_stack: list = []    # (state before, states at region ends) per op
+        self.tme_descs: set = set()       # descriptors TME ops read (cg_async)
+        self.desc_runs: dict = {}         # id(DescVal) -> (DescVal, register run)
         self.asserts: list[str] = []      # device_assert messages
 
     # ---------------------------------------------------------------- emission
@@ -339,12 +347,26 @@ class Codegen:
         return out
 
     # ---------------------------------------------------------------- shared memory moves
+    def block_sync(self) -> None:
+        """A barrier for every warp running this code: the block, or inside a
+        ph.warp_specialize partition only that partition's warps."""
+        if self.partition is None:
+            self.emit("BAR.SYNC", IntImm(0))
+        else:
+            self.emit("BAR.SYNC.CNT", IntImm(1 + self.partition[0]), IntImm(self.partition[1]))
+
     def reserve_shared(self, nbytes: int) -> int:
         """Make the kernel's shared area at least ``nbytes``; the scratch starts at 0."""
+        if self.partition is not None:
+            self.scratch_partitions.add(self.partition[0])
+            if len(self.scratch_partitions) > 1:
+                self.fail("two ph.warp_specialize partitions move tiles through shared memory; "
+                          "only one partition may (keep reductions and layout changes in one)")
         if nbytes > MAX_SHARED:
             self.fail(f"this op needs {nbytes} bytes of shared memory to move a tile between "
                       f"threads; a block has {MAX_SHARED} (use smaller tiles or more warps)")
         self.shared_top = max(self.shared_top, nbytes)
+        self.scratch_top = max(getattr(self, "scratch_top", 0), nbytes)
         return 0
 
     def to_shared(self, val, base: int = 0) -> int:
@@ -355,10 +377,10 @@ class Codegen:
         self.reserve_shared(base + numel(t.shape) * stride)
         idx = self.index_run(t.shape)
         self.emit("ALU.SHL.B32", idx.run(), idx.run(), IntImm(log2(stride)))
-        self.emit("BAR.SYNC", IntImm(0))
+        self.block_sync()
         mn = "LSU.ST.SHARED.B32" if t.w == 1 else "LSU.ST.SHARED.B64"
         self.emit(mn, VMem(idx.run(), base), t.run(), guard=self.owner_pred(t.shape))
-        self.emit("BAR.SYNC", IntImm(0))
+        self.block_sync()
         return stride
 
     def from_shared(self, shape: tuple, ty, src_index: TileVal, stride: int,

@@ -25,8 +25,10 @@ def lower_make_desc(cg: Codegen, op) -> None:
         t = v.type
         vals.append(Uniform(u.src, (), t) if isinstance(u, Uniform) else u)
     ty = op.results[0].type
-    cg.bind(op.results[0], DescVal(base, vals[:r], vals[r:], tuple(op.attrs["block"]),
-                                   ty.element))
+    d = DescVal(base, vals[:r], vals[r:], tuple(op.attrs["block"]), ty.element)
+    cg.bind(op.results[0], d)
+    from .cg_async import prepare_desc
+    prepare_desc(cg, op, d)
 
 
 def _block_addresses(cg: Codegen, d: DescVal, offsets: list) -> tuple[TileVal, VP]:

@@ -127,12 +127,12 @@ def _stage(cg: Codegen, stores: list, top: int) -> None:
     bytes, base offset, transposed); ``top`` is the bytes the dot uses. Each address tile
     is made right before its store, so only one is live at a time."""
     cg.reserve_shared(top)
-    cg.emit("BAR.SYNC", IntImm(0))
+    cg.block_sync()
     for tile, size, base, transpose in stores:
         addr = shared_addresses(cg, tile.shape, size, transpose)
         cg.emit(f"LSU.ST.SHARED.{_BITS[size]}", VMem(addr.run(), base), tile.run(),
                 guard=cg.owner_pred(tile.shape))
-    cg.emit("BAR.SYNC", IntImm(0))
+    cg.block_sync()
 
 
 def address_run(cg: Codegen, base: VR, steps: list) -> VR:
@@ -323,7 +323,7 @@ def wmma_dot(cg: Codegen, p: WmmaPlan, a, b, acc) -> TileVal:
         stores.append((acc, 4, bases["C"], False))
     _stage(cg, stores, bases["C"] + M * N * 4)
     _warp_tiles(cg, p, bases, acc if isinstance(acc, Uniform) else None)
-    cg.emit("BAR.SYNC", IntImm(0))
+    cg.block_sync()
     out = cg.new_tile((M, N), T.f32)
     c_addr = shared_addresses(cg, (M, N), 4)
     cg.emit("LSU.LD.SHARED.B32", out.run(), VMem(c_addr.run(), bases["C"]))

@@ -277,10 +277,10 @@ def stage(cg: Codegen, planes: Planes, shape: tuple) -> tuple:
     cg.reserve_shared(len(bases) * n * stride)
     off = own_offsets(cg, shape, stride)
     owners = cg.owner_pred(shape)
-    cg.emit("BAR.SYNC", IntImm(0))
+    cg.block_sync()
     for run, w, base in zip(planes.runs, planes.widths, bases):
         st_shared(cg, VMem(off, base), run, w, owners)
-    cg.emit("BAR.SYNC", IntImm(0))
+    cg.block_sync()
     return stride, bases
 
 
@@ -447,10 +447,10 @@ def _stage_own(cg: Codegen, acc: Planes) -> tuple:
     bases = tuple(p * cg.threads * stride for p in range(len(acc.runs)))
     cg.reserve_shared(len(bases) * cg.threads * stride)
     a = _own_slot(cg, stride)
-    cg.emit("BAR.SYNC", IntImm(0))
+    cg.block_sync()
     for run, w, base in zip(acc.runs, acc.widths, bases):
         st_shared(cg, VMem(a, base), run, w)
-    cg.emit("BAR.SYNC", IntImm(0))
+    cg.block_sync()
     return a, stride, bases
 
 

@@ -58,7 +58,7 @@ def scan_lines(cg: Codegen, planes: Planes, comb, shape: tuple, axis: int,
                 comb.emit(cg, v.part(k * M, M), v.part((k - 1) * M, M), v.part(k * M, M))
         carry = v.part((kc - 1) * M, M)
         st_shared(cg, VMem(addr, dst + c * kc * I * stride), v.runs[0], w, owners)
-    cg.emit("BAR.SYNC", IntImm(0))
+    cg.block_sync()
     return stride, dst
 
 
@@ -114,7 +114,7 @@ def scan_split(cg: Codegen, planes: Planes, mn: str, shape: tuple, P: int) -> tu
     cg.emit("ALU.ISETP.NE.U32", first, piece, IntImm(0))
     cg.emit(mn, v, tmp, v, guard=first)
     st_shared(cg, VMem(addr, dst), v, w, cg.owner_pred((L * P,)))
-    cg.emit("BAR.SYNC", IntImm(0))
+    cg.block_sync()
     return stride, dst
 
 

@@ -16,7 +16,7 @@ from mutile.ir import types as T
 from mutile.ir.types import DescType, PointerType, TileType
 
 # importing the lowering modules registers their ops
-from . import cg_control, cg_debug, cg_desc, cg_dot, cg_elementwise  # noqa: F401
+from . import cg_async, cg_control, cg_debug, cg_desc, cg_dot, cg_elementwise  # noqa: F401
 from . import cg_memory, cg_reduce, cg_scan, cg_shape  # noqa: F401
 from .cg_context import LOWERINGS, Codegen, cvt_name, width
 from .cg_values import VR, Uniform
@@ -39,15 +39,26 @@ def param_type(t) -> str:
 def walk(cg: Codegen, block) -> list:
     """Lower every op of ``block``; the values its terminator yields (if any)."""
     out = []
+    stack = cg.inflight_stack
+    if stack:                           # each region starts from the state before its op
+        cg.inflight = set(stack[-1][0])
     for op in block.ops:
         cg.loc = op.loc
+        cg_async.check_inflight(cg, op)
         if op.name in ("yield", "condition"):
+            if stack:
+                stack[-1][1].update(cg.inflight)
             return [cg.get(v) for v in op.operands]
         fn = LOWERINGS.get(op.name)
         if fn is None:
             cg.fail(f"op '{op.name}' is not supported")
+        if op.regions:
+            stack.append((set(cg.inflight), set()))
         try:
             fn(cg, op)
+            if op.regions:              # a wait inside a region does not hold after it
+                before, ends = stack.pop()
+                cg.inflight = before | ends
         except CompilationError:
             raise
         except Exception as e:  # an internal error: name the op and its line
@@ -63,16 +74,32 @@ def generate(module, options: dict | None = None) -> Program:
     i1 values keep the predicates they were computed as, so masks need no conversions;
     if that leaves more predicates live than the machine has, the kernel is generated
     again with masks re-derived from their 0/1 registers at each use."""
+    options = dict(options or {})
     try:
-        return _generate(module, dict(options or {}))
+        return _shared_planned(module, options)
     except PredicatePressure:
-        return _generate(module, dict(options or {}, _cache_preds=False))
+        return _shared_planned(module, dict(options, _cache_preds=False))
+
+
+def _shared_planned(module, options: dict) -> Program:
+    """Shared buffers of ``ph.alloc_shared`` sit above the kernel's scratch area, whose
+    size is known after a first generation (the second one is then final)."""
+    if not any(op.name == "ph.alloc_shared" for op in module.entry.walk()):
+        return _generate(module, options)
+    first = _generate(module, dict(options, _smem_base=0))
+    base = first.__dict__.get("_scratch_top", 0)
+    return _generate(module, dict(options, _smem_base=base))
 
 
 def _generate(module, options: dict) -> Program:
     func = module.entry
     cg = Codegen(func, options)
     cg.walk = lambda block: walk(cg, block)
+    cg.smem_offsets = cg_async.plan_shared(func, options.get("_smem_base", 0))
+    cg.tme_descs = cg_async.tme_descriptors(func)
+    total_warps = cg_async.check_warp_specialized(cg, func)
+    if total_warps is not None:
+        cg.threads = 32 * total_warps
     params, off = [], 0
     for a in func.args:
         if isinstance(a.type, (TileType, DescType)):
@@ -95,6 +122,7 @@ def _generate(module, options: dict) -> Program:
     prog = build_program(func.name, params, cg.code, cg.threads, cg.shared_top, func.loc,
                          pinned=(tid,), budget=int(options.get("maxnreg") or 255))
     prog.debug = {"prints": cg.prints, "asserts": cg.asserts}
+    prog.__dict__["_scratch_top"] = getattr(cg, "scratch_top", 0)
     return prog
 
 

@@ -6,6 +6,7 @@ import struct
 import sys
 
 from . import encoding as E
+from . import tensor_memory as TM
 from .isa import INSTRS, LATENCY_CLASSES, UNITS
 from .operands import IMM_KINDS, MAX_PRED, MAX_REG, SPECIAL_REGS
 from .program import MAX_SHARED, MAX_THREADS, PARAM_TYPES
@@ -89,11 +90,14 @@ OPERAND_SYNTAX = [
      "plus a signed 32-bit byte offset; global addresses are 64-bit pairs, shared and local "
      "addresses 32-bit; `[0x100]` is absolute (base `RZ`)"),
     ("`L_loop`", "a label (a branch target)"),
+    ("`R[8:15]` (group)", "in a slot written `R[7]`: exactly that many consecutive registers, "
+     "any start, naming one operand (a TME descriptor or coordinates, an SQMMA accumulator); "
+     "not an element run. A group of one may be written `R8`"),
 ]
 
 AFTER_OPERANDS = """
 In the table an operand slot is written `name:kinds`: `R`, `R2`, `R4` a register or run of
-1/2/4-register elements, `P`/`!P` a destination/source predicate or predicate run, `SR` a
+1/2/4-register elements, `R[n]` a group of n registers, `P`/`!P` a destination/source predicate or predicate run, `SR` a
 special register, `c` a parameter, `[R2+off]`/`[R+off]` a memory address, `label`, or an
 immediate kind:
 """
@@ -166,6 +170,48 @@ L_join:
 """
 
 
+def _async() -> list[str]:
+    """The words of the asynchronous engines (tensor_memory.py), and their rules."""
+    codes = ", ".join(f"{i} `{n}`" for i, (n, _) in enumerate(TM.ELEMENTS))
+    swz = ", ".join(f"{c}: {s or 'none'}" for s, c in TM.SWIZZLE_CODES.items())
+    return ["", "## Asynchronous engines", "",
+            "TME copies, AsyncBarriers and SQMMA complete asynchronously; `docs/pinghu.md`",
+            "(\"Asynchronous engines\") describes the model. Their words are defined once, in",
+            "`backends/pinghu/tensor_memory.py`:", "",
+            "- **TME descriptor** (a group of `3 + 2 * rank` registers): `[0:2]` the global "
+            "base address",
+            f"  (64-bit, {TM.GLOBAL_ALIGN}-byte aligned), `[2]` info (bits 0-3 element code, "
+            "4-6 rank, bit 8: out-of-bounds",
+            "  elements are NaN instead of 0), `[3:3+rank]` dims in elements, "
+            "`[3+rank:3+2*rank]` byte",
+            "  strides (outermost first; the innermost is the element size, the others "
+            f"multiples of {TM.GLOBAL_ALIGN}).",
+            f"  Element codes: {codes}.",
+            "- **Box operand** (u32): bits `4i..4i+3` hold log2 of box dim `i` (outermost "
+            "first), bits 24-25",
+            f"  the swizzle code ({swz} bytes). The box's innermost dim is a multiple of 16 "
+            "bytes; its",
+            f"  shared address is {TM.SHARED_ALIGN}-byte aligned; it is stored row-major, "
+            "element `j` at",
+            "  `swizzle(s + j * size)`.",
+            f"- **Swizzle** with granularity G: `phys = addr ^ ((addr >> 8) & ({TM.LINE} / G "
+            "- 1)) * G`: unit `u` of",
+            f"  {TM.LINE}-byte line `l` moves to unit `u ^ (l mod ({TM.LINE} / G))`.",
+            "- **SQMMA descriptor** (a register): bits 0-13 start address / 16, bits 14-27 the "
+            "byte stride",
+            "  between stored rows / 16, bits 28-29 the swizzle code. Element `(r, c)` of the "
+            "stored operand",
+            "  is at `swizzle(start + r * stride + c * size)`. `trans` bit 0: A is stored "
+            "MN-major (rows k)",
+            "  instead of K-major (rows m); bit 1: B is stored K-major (rows n) instead of "
+            "MN-major (rows k).",
+            "- **SQMMA accumulator**: thread `i` of the WarpSquad (`tid % 128`) holds elements "
+            "`[i*E, (i+1)*E)`",
+            "  of the row-major m x n D tile in its group `R[d:d+E]`, `E = m*n/128`.",
+            "- **AsyncBarrier ids** 0 .. 62 per block (63 is reserved); arrivals are counted "
+            "per warp."]
+
+
 def _table(head, rows) -> list[str]:
     return ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)] + \
         ["| " + " | ".join(str(c) for c in r) + " |" for r in rows]
@@ -225,6 +271,7 @@ def render() -> str:
         (f"`{k.name}`", k.doc + ("" if k.is_float else f" ({k.lo} .. {k.hi})"))
         for k in IMM_KINDS.values()])
     out += [SEMANTICS.rstrip("\n")]
+    out += _async()
     out += _wmma()
     out += _encoding()
     out += ["## Special registers", ""] + _table(["register", "meaning"],

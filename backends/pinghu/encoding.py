@@ -51,6 +51,7 @@ OPERAND_TAGS = [
     (9, Mem, False, [("base", 8), ("offset", 32)], "address register + signed offset"),
     (10, Mem, True, [("start", 8), ("offset", 32)], "address run + signed offset"),
     (11, Target, False, [("pc", 24)], "branch target: instruction index"),
+    (12, IntImm, False, [("bits", 8)], "integer immediate of a short kind (u1, u2)"),
 ]
 _TAG_BITS = 4
 
@@ -66,7 +67,7 @@ _PACK = {
 # tag -> (payload field values, slot spec, run count) -> value
 _UNPACK = {
     1: lambda f, s, n: Reg(f[0]),
-    2: lambda f, s, n: Run(f[0], f[0] + n * s.width),
+    2: lambda f, s, n: Run(f[0], f[0] + (s.group or n * s.width)),
     3: lambda f, s, n: Pred(f[0], bool(f[1])),
     4: lambda f, s, n: PredRun(f[0], f[0] + n, bool(f[1])),
     5: lambda f, s, n: SReg(SPECIAL_REG_NAMES[f[0]]),
@@ -76,14 +77,28 @@ _UNPACK = {
     9: lambda f, s, n: Mem(Reg(f[0]), _s32(f[1])),
     10: lambda f, s, n: Mem(Run(f[0], f[0] + n * s.base_width), _s32(f[1])),
     11: lambda f, s, n: Target(f[0]),
+    12: lambda f, s, n: IntImm(f[0]),
 }
 _BY_TAG = {t[0]: t for t in OPERAND_TAGS}
 
 
-def _tag_of(v) -> tuple:
+def _short(spec) -> bool:
+    """Whether the integer immediates of slot ``spec`` take the short tag."""
+    return spec.int_kind is not None and spec.int_kind.short
+
+
+def _tag_of(v, spec) -> tuple:
     if isinstance(v, Mem):
         return _BY_TAG[10 if isinstance(v.base, Run) else 9]
+    if isinstance(v, IntImm):
+        return _BY_TAG[12 if _short(spec) else 6]
     return next(t for t in OPERAND_TAGS if t[1] is type(v))
+
+
+def _slot_tags(spec) -> list:
+    """The tags slot ``spec`` may hold."""
+    return [t for t in OPERAND_TAGS if t[1] in spec.accepts
+            and (t[1] is not IntImm or (t[0] == 12) == _short(spec))]
 
 
 def _operand_bits(tag_row) -> int:
@@ -91,8 +106,7 @@ def _operand_bits(tag_row) -> int:
 
 
 def _worst_bits(row) -> int:
-    return sum(max(_operand_bits(t) for t in OPERAND_TAGS if t[1] in s.accepts)
-               for s in row.operands)
+    return sum(max(_operand_bits(t) for t in _slot_tags(s)) for s in row.operands)
 
 
 for _row in INSTRS:   # every row's widest operand combination fits its word
@@ -111,8 +125,8 @@ def encode_instruction(ins: Instruction) -> int:
         word |= (g.n if isinstance(g, Pred) else g.start) << _F["guard_pred"][0]
     word |= count << _F["count"][0]
     pos = _F["operands"][0]
-    for v in ins.operands:
-        tag = _tag_of(v)
+    for v, spec in zip(ins.operands, ins.op.operands):
+        tag = _tag_of(v, spec)
         fields = _PACK[type(v)](v)
         word |= tag[0] << pos
         pos += _TAG_BITS
@@ -145,7 +159,7 @@ def decode_instruction(word: int, pc: int = 0) -> Instruction:
         t = word >> pos & 0xF
         pos += _TAG_BITS
         tag = _BY_TAG.get(t)
-        if tag is None or tag[1] not in spec.accepts:
+        if tag is None or tag not in _slot_tags(spec):
             raise DecodeError(f"pc {pc}: bad operand tag {t} for {spec.name} of {row.mnemonic}")
         fields = []
         for _, bits in tag[3]:

@@ -17,7 +17,11 @@ at all; otherwise warps at one pc that fill at least a quarter of the span they 
 run on that span's slice with the other warps masked off, and sparser sets gather their
 threads. Control flow follows docs/isa.md: per-warp active masks and reconvergence stacks
 (SSY/BRA/SYNC/EXIT), BAR.SYNC makes a warp wait until every non-exited warp of its block
-is waiting at the same barrier; when nothing can run a deadlock is reported.
+is waiting at the same barrier (BAR.SYNC.CNT: until its count of warps waits). The
+asynchronous engines (:mod:`.interp_async`: AsyncBarriers, TME copies, SQMMA) run as
+control-like steps; a warp at ASYNC.BAR.WAIT yields until its phase completes. When
+nothing can run, pending asynchronous work completes (TME loads land, SQMMAs finish);
+when nothing is pending either, a deadlock is reported.
 
 Where the time goes, and what keeps it down: an instruction over all threads is a few
 numpy passes over megabytes of registers, so the interpreter counts passes. Results are
@@ -45,6 +49,7 @@ import numpy as np
 from mutile.errors import DeviceFault, LaunchError
 
 from .disasm import format_instruction, label_names
+from .interp_async import AsyncUnit, release_counted, report_deadlock
 from .interp_debug import Printer
 from .interp_mem import GlobalMemory, LocalMemory, Region, SharedMemory, SharedSanitizer
 from .interp_ops import build, pred_reader
@@ -53,7 +58,7 @@ from .machine import EXIT_ROW, Machine, Stats
 from .operands import PT, RZ, Comment, Pred, PredRun, Reg, Run
 from .program import LOC_COMMENT, Program, registers_used
 
-RUN, BAR, DONE = 0, 1, 2
+RUN, BAR, DONE = 0, 1, 2      # and ABAR (interp_async): waiting at ASYNC.BAR.WAIT
 FULL = np.uint32(0xFFFFFFFF)
 _INT_PARAMS = {"s8": 8, "u8": 8, "s16": 16, "u16": 16, "s32": 32, "u32": 32, "s64": 64,
                "u64": 64}
@@ -200,9 +205,11 @@ class State:
         self.active = np.full(W, FULL, np.uint32)
         self.exited = np.zeros(W, np.uint32)
         self.bar = np.full(W, -1, np.int64)
+        self.bar_cnt = np.zeros(W, np.int64)            # BAR.SYNC.CNT's warp count
         self.depth = np.zeros(W, np.int64)
         self.stack_pc = np.zeros((W, 4), np.int64)
         self.stack_mask = np.zeros((W, 4), np.uint32)
+        self.asyn = AsyncUnit(self)
 
     def _special_registers(self) -> dict:
         t, gx, gy, gz = self.threads, *self.grid
@@ -307,14 +314,16 @@ class State:
     # ------------------------------------------------------------ barriers
     def release(self, warps: np.ndarray, machine: Machine) -> None:
         """Release the barrier of every block of ``warps`` whose non-exited warps all wait
-        at the same BAR.SYNC id."""
+        at the same BAR.SYNC id, and the BAR.SYNC.CNT waits whose count is reached."""
         wpb = self.warps_per_block
         blks = np.unique(warps // wpb)
+        if (self.bar_cnt[warps] > 0).any():
+            release_counted(self, blks, machine)
         st2, bar2 = self.status.reshape(-1, wpb)[blks], self.bar.reshape(-1, wpb)[blks]
-        waiting = st2 == BAR
+        waiting = (st2 == BAR) & (self.bar_cnt.reshape(-1, wpb)[blks] == 0)
         hi = np.where(waiting, bar2, -1).max(axis=1)
         lo = np.where(waiting, bar2, 1 << 20).min(axis=1)
-        ready = ~(st2 == RUN).any(axis=1) & waiting.any(axis=1) & (hi == lo)
+        ready = (waiting | (st2 == DONE)).all(axis=1) & waiting.any(axis=1) & (hi == lo)
         if not ready.any():
             return
         rb, ids = blks[ready], hi[ready]
@@ -356,28 +365,7 @@ class State:
 
     def deadlock(self):
         """Raise the DeviceFault describing warps that wait forever."""
-        wpb = self.warps_per_block
-        st2 = self.status.reshape(-1, wpb)
-        blocked = np.flatnonzero((st2 == BAR).any(axis=1))
-        lines, pcs = [], []
-        for blk in blocked[:4].tolist():
-            parts = []
-            for w in range(wpb):
-                g = blk * wpb + w
-                if st2[blk, w] == DONE:
-                    parts.append(f"warp {w} exited")
-                    continue
-                pc = int(self.pcs[g])
-                parts.append(f"warp {w} waits at BAR.SYNC {int(self.bar[g])} (pc {pc})")
-                if pc not in pcs:
-                    pcs.append(pc)
-            lines.append(f"  block {self.block_coords(blk)}: " + ", ".join(parts))
-        if len(blocked) > 4:
-            lines.append(f"  ... and {len(blocked) - 4} more blocked blocks")
-        lines += [f"  {self._where(pc)}" for pc in pcs]
-        raise DeviceFault(f"kernel '{self.name}': deadlock: no warp can make progress; "
-                          f"{len(blocked)} block(s) wait at barriers that can never "
-                          f"complete\n" + "\n".join(lines), self.dec.steps[pcs[0]].ins.loc)
+        report_deadlock(self)
 
 
 # ---------------------------------------------------------------- the event loop
@@ -401,6 +389,7 @@ def _run(st: State, machine: Machine) -> None:
             st.watchdog()
         live = np.flatnonzero(st.status != DONE)
         if not live.size:
+            st.asyn.finish()
             return
         pcs = st.pcs[live]
         p = int(pcs.min())
@@ -409,6 +398,8 @@ def _run(st: State, machine: Machine) -> None:
             st.pcs[live] = p
         runnable = live[st.status[live] == RUN]
         if not runnable.size:
+            if st.asyn.settle():                # a completion event: async work lands
+                continue
             st.deadlock()
         pcs = st.pcs[runnable]
         p = int(pcs.min())
@@ -417,6 +408,7 @@ def _run(st: State, machine: Machine) -> None:
             st.exited[warps] |= st.active[warps]
             st.active[warps] = 0
             st.pop(warps)
+            st.asyn.exited(warps)
             issue(n_ins, EXIT_ROW, warps)
             st.release(warps, machine)
             continue
@@ -467,6 +459,9 @@ def _control(st: State, s: Step, warps: np.ndarray, sel: Sel, machine: Machine) 
         st.pcs[warps] = p + 1
         return
     ex = act if s.guard is None else _bits(s.guard(st, sel.threads).reshape(-1, 32)) & act
+    if c.kind == "ASYNC":
+        c.fn(st, s, warps, ex, machine)
+        return
     if c.kind == "BRA":
         taken, none = ex == act, ex == 0
         st.pcs[warps] = np.where(taken, c.target, p + 1)
@@ -496,6 +491,7 @@ def _control(st: State, s: Step, warps: np.ndarray, sel: Sel, machine: Machine) 
     st.active[warps[go]] = rest[go]
     st.pcs[warps[go]] = p + 1
     st.pop(warps[~go])
+    st.asyn.exited(warps)
     st.release(warps, machine)          # warps that finished no longer hold a barrier
 
 
@@ -559,7 +555,7 @@ def execute(program: Program, args, grid, sanitize: bool = False,
     machine.on_launch(program, g)
     nblocks = g[0] * g[1] * g[2]
     per_thread = dec.columns * 4 + dec.preds + program.local
-    per_block = program.threads * per_thread + program.shared * (26 if sanitize else 1)
+    per_block = program.threads * per_thread + program.shared * (58 if sanitize else 1)
     wave = max(1, min(params.max_resident_threads // program.threads,
                       (1 << 30) // max(per_block, 1)))
     printer = Printer(debug if debug is not None else getattr(program, "debug", None))

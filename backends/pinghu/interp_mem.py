@@ -296,10 +296,13 @@ class SharedSanitizer:
         self.reader = np.full(nbytes, -1, np.int32)
         self.repoch = np.full(nbytes, -1, np.int64)
         self.epoch = np.zeros(blocks, np.int64)
+        self.asyn = None      # the asynchronous checks (interp_async_sanitizer), if any
 
     def barrier(self, blocks) -> None:
         """The barriers of ``blocks`` released: accesses before and after are ordered."""
         self.epoch[blocks] += 1
+        if self.asyn is not None:
+            self.asyn.block_barrier(blocks)
 
     @staticmethod
     def _bytes(byte, nbytes):
@@ -309,6 +312,8 @@ class SharedSanitizer:
         """Check a shared load of ``nbytes`` at flat byte offsets ``byte`` by ``warp``
         (per element; ``block``: the element's block in the wave)."""
         b = self._bytes(byte, nbytes)
+        if self.asyn is not None:
+            self.asyn.generic(st, sel, ins, b, pick, warp, False)
         bad = ~self.init[b].all(axis=1)
         if bad.any():
             fault_first(st, sel, ins, bad, pick, lambda j: (
@@ -328,6 +333,8 @@ class SharedSanitizer:
     def write(self, st, sel, ins, byte, nbytes, pick, block, warp):
         """Record a shared store by ``warp`` (per element), checking it for races."""
         b = self._bytes(byte, nbytes)
+        if self.asyn is not None:
+            self.asyn.generic(st, sel, ins, b, pick, warp, True)
         ep = self.epoch[block][:, None]
         w, r, me = self.writer[b], self.reader[b], warp[:, None]
         waw = (w >= 0) & (w != me) & (self.wepoch[b] == ep)

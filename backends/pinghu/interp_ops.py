@@ -497,3 +497,4 @@ def _nop(ins):
 
 
 from . import interp_debug, interp_lsu, interp_warp  # noqa: E402,F401  (more families)
+from . import interp_async  # noqa: E402,F401  (AsyncBarriers, TME, SQMMA)

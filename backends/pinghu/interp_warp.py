@@ -190,11 +190,14 @@ def _wmma(ins):
 # ---------------------------------------------------------------- control flow
 @dataclass(frozen=True)
 class Control:
-    """A control-flow row for the scheduler: ``kind`` is BRA, SSY, SYNC, EXIT or BAR;
-    ``target`` the branch/reconvergence pc, ``bar`` the barrier id."""
+    """A control-flow row for the scheduler: ``kind`` is BRA, SSY, SYNC, EXIT, BAR or
+    ASYNC; ``target`` the branch/reconvergence pc, ``bar`` the barrier id; ASYNC rows
+    (:mod:`.interp_async`) are run by ``fn(st, step, warps, executing lane masks,
+    machine)``, which also moves the warps' pcs."""
     kind: str
     target: int = -1
     bar: int = -1
+    fn: object = None
 
 
 @impl("BRA", "SSY")

@@ -25,6 +25,10 @@ UNITS: dict[str, str] = {
     "SHFL": "warp shuffles: exchange a register between the lanes of a warp",
     "BAR": "block-wide barriers",
     "WMMA": "warp-level matrix multiply-accumulate on register fragments",
+    "TME": "Tensor Memory Engine: asynchronous tile copies between global and shared memory",
+    "ASYNC": "AsyncBarriers: phases of warp arrivals and transaction bytes",
+    "SQMMA": "WarpSquad matrix multiply-accumulate on shared-memory operands (asynchronous)",
+    "FENCE": "memory fences between generic and asynchronous accesses",
     "BRA": "control flow: branches, reconvergence, exit",
     "S2R": "reads of special registers",
     "DBG": "debugging: device_print records and device_assert checks (host-formatted)",
@@ -46,6 +50,10 @@ LATENCY_CLASSES: dict[str, str] = {
     "shfl": "warp shuffle",
     "bar": "barrier",
     "wmma": "warp-level MMA",
+    "tme": "TME copy issue, store commit and wait",
+    "async_bar": "AsyncBarrier operation",
+    "sqmma": "SQMMA issue and wait",
+    "fence": "memory fence",
     "control": "branch, reconvergence, exit, no-op",
     "s2r": "special-register read",
     "debug": "print record or assertion check",
@@ -133,7 +141,8 @@ def _expected(spec: OperandSpec) -> str:
 
 _WIDTH_WORD = {1: "a register", 2: "a register pair", 4: "a register quad"}
 _EXPECT = {
-    Reg: lambda s: _WIDTH_WORD[s.width], Run: lambda s: "a run",
+    Reg: lambda s: _WIDTH_WORD[s.width],
+    Run: lambda s: f"a run of {s.group} registers" if s.group else "a run",
     Pred: lambda s: "a predicate", PredRun: lambda s: "a predicate run",
     SReg: lambda s: "a special register",
     IntImm: lambda s: f"an {s.int_kind.name} immediate",
@@ -179,6 +188,17 @@ def _check_run(start: int, end: int, width: int, i: int, p: str = "R",
         raise OperandError(f"bad run {text}: a run of {32 * width}-bit elements starts and "
                            f"ends at multiples of {width}", i)
     return (end - start) // width
+
+
+def _check_group(spec, v: Run, i: int) -> int:
+    """A register group: exactly ``spec.group`` registers, any start (not an element run)."""
+    text = f"R[{v.start}:{v.end}]"
+    if v.end - v.start != spec.group:
+        raise OperandError(f"operand {spec.name} is a group of {spec.group} registers, not "
+                           f"{text}", i)
+    if v.start < 0 or v.end - 1 > MAX_REG:
+        raise OperandError(f"bad group {text}: R{MAX_REG} is the last register", i)
+    return 0
 
 
 def _check_pred(p: Pred, i: int) -> None:
@@ -235,7 +255,8 @@ def _float_slot(spec, v, i):
 # value class -> (slot spec, value, operand index) -> run element count (0: not a run)
 _CHECKS = {
     Reg: lambda s, v, i: _check_reg(v.n, s.width, i) or 0,
-    Run: lambda s, v, i: _check_run(v.start, v.end, s.width, i),
+    Run: lambda s, v, i: _check_group(s, v, i) if s.group else
+    _check_run(v.start, v.end, s.width, i),
     Pred: _pred_slot, PredRun: _pred_slot,
     SReg: lambda s, v, i: 0, IntImm: _int_slot, FloatImm: _float_slot,
     CBank: _cbank_slot, Mem: _mem_slot,

@@ -8,7 +8,8 @@ operand is an aligned register pair (low word in the even register), 128-bit a q
 from __future__ import annotations
 
 from .isa import define
-from .operands import dst, imm, label, mem, pdst, pred, reg, sreg
+from .operands import dst, group, imm, label, mem, pdst, pred, reg, sreg
+from .tensor_memory import MAX_RANK, desc_words
 
 WIDTH = {"F64": 2, "S64": 2, "U64": 2, "B64": 2}          # registers per value (default 1)
 IMM = {"F32": "f32", "S32": "s32", "U32": "u32", "S64": "s32", "U64": "u32", "B32": "b32"}
@@ -170,6 +171,9 @@ for _m, _d in [("IDX", "lane b & 31"),
            reg("b", 1, "lane")], f"d = a of {_d}", family="SHFL", mode=_m)
 define("BAR.SYNC", "BAR", "bar", [imm("b", "bar")],
        "wait until every thread of the block has reached BAR.SYNC b", runs=False)
+define("BAR.SYNC.CNT", "BAR", "bar", [imm("b", "bar"), imm("n", "u32")],
+       "wait until n warps of the block wait at BAR.SYNC.CNT b, then release those n warps",
+       runs=False)
 
 # ---------------------------------------------------------------- WMMA
 for _shape, (_m, _n, _k), _ab in [("M16N8K16", (16, 8, 16), "F16"),
@@ -203,3 +207,67 @@ for _t in ("S32", "U32", "S64", "U64", "F32", "F64", "B32", "B64"):
            + (" in hex" if _t[0] == "B" else ""), family="DBG.PRINT", type=_t)
 define("DBG.ASSERT", "DBG", "debug", [imm("f", "u32"), pred("p")],
        "fault with the kernel's assertion message f where p is false", family="DBG.ASSERT")
+
+# ---------------------------------------------------------------- TME
+# Asynchronous tile copies (docs/pinghu.md, "Asynchronous engines"): the descriptor is a
+# group of desc_words(rank) registers, the coordinates a group of rank s32 registers
+# (outermost first), box and swizzle one packed u32 immediate (tensor_memory.pack_box).
+for _r in range(1, MAX_RANK + 1):
+    define(f"TME.LD.TILE.{_r}D", "TME", "tme", [reg("s"), group("d", desc_words(_r)),
+           group("c", _r), reg("b"), imm("box", "u32")],
+           "each executing thread copies the box at coordinates c of tensor d to shared s "
+           "(swizzled; out-of-bounds elements filled); it lands later and counts its bytes "
+           "on AsyncBarrier b", family="TME.LD", rank=_r, runs=False)
+for _r in range(1, MAX_RANK + 1):
+    define(f"TME.ST.TILE.{_r}D", "TME", "tme", [group("d", desc_words(_r)), group("c", _r),
+           reg("s"), imm("box", "u32")],
+           "each executing thread stores the box at shared s (swizzled) to coordinates c of "
+           "tensor d; out-of-bounds elements are dropped; done by TME.ST.WAIT",
+           family="TME.ST", rank=_r, runs=False)
+define("TME.ST.COMMIT", "TME", "tme", [],
+       "close the executing threads' group of TME stores", runs=False)
+define("TME.ST.WAIT", "TME", "tme", [],
+       "the executing warps' committed TME stores complete (they read shared memory now)",
+       runs=False)
+
+# ---------------------------------------------------------------- AsyncBarriers
+define("ASYNC.BAR.INIT", "ASYNC", "async_bar", [reg("b", 1, "abar"), imm("n", "u32")],
+       "each executing thread (re)initializes AsyncBarrier b: n warp arrivals per phase, "
+       "no transaction bytes, phase 0", runs=False)
+define("ASYNC.BAR.ARRIVE", "ASYNC", "async_bar", [dst("d"), reg("b", 1, "abar")],
+       "each executing warp arrives once on AsyncBarrier b; d = the phase parity before "
+       "its arrival", runs=False)
+define("ASYNC.BAR.ADD_TRANS", "ASYNC", "async_bar", [reg("b", 1, "abar"), reg("n", 1, "u32")],
+       "each executing thread adds n expected transaction bytes to AsyncBarrier b's phase",
+       runs=False)
+define("ASYNC.BAR.WAIT", "ASYNC", "async_bar", [reg("b", 1, "abar"), reg("p", 1, "u1")],
+       "the executing warps wait until the phase of AsyncBarrier b with parity p (bit 0) "
+       "has completed (the current parity differs from p)", runs=False)
+
+# ---------------------------------------------------------------- SQMMA
+# (A type, B type, accumulator, K values): the K span is 32, 64 or 128 bytes.
+SQMMA_TYPES = [("BF16", "BF16", "F32", (16, 32, 64)), ("F16", "F16", "F32", (16, 32, 64)),
+               ("TF32", "TF32", "F32", (8, 16, 32))] + \
+    [(_a, _b, "F32", (32, 64, 128)) for _a in ("E4M3", "E5M2") for _b in ("E4M3", "E5M2")] + \
+    [("S8", "S8", "S32", (32, 64, 128))]
+SQMMA_MN = (16, 32, 64, 128)
+for _m in SQMMA_MN:
+    for _n in SQMMA_MN:
+        for _a, _b, _acc, _ks in SQMMA_TYPES:
+            for _k in _ks:
+                define(f"SQMMA.M{_m}N{_n}K{_k}.{_acc}.{_a}.{_b}", "SQMMA", "sqmma",
+                       [group("d", _m * _n // 128, is_dst=True), reg("a"), reg("b"),
+                        imm("scale", "u1"), imm("trans", "u2")],
+                       f"the WarpSquad's D ({_m}x{_n} {_acc.lower()}) = A @ B (+ D if scale) "
+                       f"with A {_m}x{_k}, B {_k}x{_n} in shared memory (descriptors a, b; "
+                       f"trans bit 0: A MN-major, bit 1: B K-major); done by SQMMA.WAIT",
+                       family="SQMMA", m=_m, n=_n, k=_k, acc=_acc, a=_a, b=_b, runs=False,
+                       guardable=False)
+define("SQMMA.WAIT", "SQMMA", "sqmma", [],
+       "the executing warps' SQMMA operations complete: they read shared memory and write D",
+       runs=False, guardable=False)
+
+# ---------------------------------------------------------------- FENCE
+define("FENCE.ASYNC.SHARED", "FENCE", "fence", [],
+       "order the executing threads' earlier shared-memory writes before later asynchronous "
+       "reads (TME store sources, SQMMA operands)", runs=False)

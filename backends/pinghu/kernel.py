@@ -106,22 +106,44 @@ def _override(program: Program) -> tuple[Program, str] | None:
     return edited, str(path)
 
 
+def lower_async(module, options: dict) -> str:
+    """The Pinghu stage of ``module`` (rewritten in place): TME pipelining of descriptor
+    loops (pass ``pipeline``), then ``dot`` -> SQMMA (pass ``sqmma``); ``async_lowering=
+    False`` skips both. Returns the IR text after them (``k.asm["pinghu_ir"]``)."""
+    from mutile.errors import CompilationError
+    from mutile.ir import verify
+    from . import pass_pipeline, pass_sqmma
+    if options.get("async_lowering", True):
+        provided = pass_pipeline.run(module, options)
+        pass_sqmma.run(module, options.get("num_warps") or 4, provided)
+        try:
+            verify(module)
+        except CompilationError as e:       # a bug of the passes: say so, with the op's line
+            raise CompilationError(f"pinghu async lowering produced invalid IR: {e.msg}",
+                                   e.loc) from None
+    return str(module)
+
+
 def compile(module, options: dict | None = None) -> PinghuKernel:
     """Generate (or take the override of) ``module``'s kernel program."""
     from .codegen import generate
     options = dict(options or {})
+    ir_text = lower_async(module, options)
     program = generate(module, options)
     over = _override(program)
     if over is not None:
-        return PinghuKernel(over[0], options, over[1], program.debug)
-    return PinghuKernel(program, options)
+        k = PinghuKernel(over[0], options, over[1], program.debug)
+    else:
+        k = PinghuKernel(program, options)
+    k.asm["pinghu_ir"] = ir_text
+    return k
 
 
 def serialize(kernel: PinghuKernel) -> bytes:
     """The kernel's binary encoding and options."""
     return pickle.dumps({"version": 1, "binary": kernel.asm["musa_bin"],
                          "options": kernel.options, "override": kernel.metadata["override"],
-                         "debug": kernel.debug})
+                         "debug": kernel.debug, "pinghu_ir": kernel.asm.get("pinghu_ir", "")})
 
 
 def deserialize(data: bytes) -> PinghuKernel:
@@ -130,4 +152,6 @@ def deserialize(data: bytes) -> PinghuKernel:
     if d.get("version") != 1:
         raise ValueError("unknown serialized pinghu kernel version")
     program = decode(d["binary"])
-    return PinghuKernel(program, d["options"], d.get("override"), d.get("debug", {}))
+    k = PinghuKernel(program, d["options"], d.get("override"), d.get("debug", {}))
+    k.asm["pinghu_ir"] = d.get("pinghu_ir", "")
+    return k

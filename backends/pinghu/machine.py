@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from mutile.ir.ops_pinghu import BARRIER_IDS, SHARED_BYTES
+
 from .isa import INSTRS, UNITS
 
 
@@ -26,9 +28,9 @@ class MachineParams:
     public facts and which are assumptions)."""
     warp_size: int = 32
     squad_warps: int = 4                  # a WarpSquad (SQMMA issues per squad)
-    shared_bytes: int = 192 * 1024        # per block
+    shared_bytes: int = SHARED_BYTES      # per block (192 KiB)
     registers: int = 255                  # R0 .. R254 per thread
-    async_barriers: int = 64              # hardware AsyncBarrier ids per block (one reserved)
+    async_barriers: int = BARRIER_IDS     # hardware AsyncBarrier ids per block (one reserved)
     memory_bytes: int = 80 * 2**30        # MTT S5000: 80 GB
     memory_bandwidth: float = 1.6e12      # bytes/s, MTT S5000
     clock_hz: float = 1.5e9               # ASSUMED: not public
@@ -38,7 +40,10 @@ class MachineParams:
         "alu": 4, "alu64": 8, "fp64": 8, "imul": 6, "div": 40, "sfu": 16, "cvt": 6,
         "ld_global": 400, "st_global": 20, "ld_shared": 30, "st_shared": 20,
         "ld_local": 400, "st_local": 20, "shfl": 20, "bar": 20, "wmma": 32, "control": 2,
-        "s2r": 20})
+        "s2r": 20,
+        # ASSUMED: issue-to-completion of the asynchronous engines (a TME tile copy, an
+        # AsyncBarrier operation, an SQMMA, a fence)
+        "tme": 500, "async_bar": 20, "sqmma": 64, "fence": 10})
     # Interpreter limit, not hardware: blocks resident at once (threads across them).
     max_resident_threads: int = 65536
 

@@ -137,6 +137,7 @@ class ImmKind:
     signed: bool = False
     is_float: bool = False
     doc: str = ""
+    short: bool = False         # encoded in 8 bits (the binary's short-immediate tag)
 
     def normalize(self, v: int) -> int:
         """The stored value: signed for signed kinds, the unsigned 32 bits otherwise."""
@@ -153,6 +154,9 @@ IMM_KINDS = {k.name: k for k in [
     ImmKind("b32", -2**31, 2**32 - 1, doc="32 raw bits, written signed or unsigned"),
     ImmKind("lane", 0, 31, doc="a lane index or lane mask"),
     ImmKind("bar", 0, 15, doc="a barrier id"),
+    ImmKind("abar", 0, 63, doc="an AsyncBarrier id (63 is reserved: using it faults)"),
+    ImmKind("u1", 0, 1, doc="a flag, 0 or 1; encoded in 8 bits", short=True),
+    ImmKind("u2", 0, 3, doc="two flag bits; encoded in 8 bits", short=True),
     ImmKind("f32", is_float=True, doc="an f32 value: decimal, inf, nan, or 0f + 8 hex digits "
             "for the exact bits"),
 ]}
@@ -189,7 +193,10 @@ class OperandSpec:
     ``accepts``: the value classes the slot takes; ``width``: registers per element (1, 2
     or 4; a plain register names that many registers starting at it, aligned);
     ``imm``: the immediate kinds (at most one integer kind, and/or f32); ``base_width``:
-    registers of a memory operand's address (2 global, 1 shared/local); ``dst``: written.
+    registers of a memory operand's address (2 global, 1 shared/local); ``dst``: written;
+    ``group``: the slot names exactly this many consecutive registers as one operand (a
+    *register group* such as a TME descriptor: written as a run ``R[a:a+group]``, any
+    start, never an element run).
     """
     name: str
     accepts: tuple
@@ -197,6 +204,7 @@ class OperandSpec:
     imm: tuple = ()
     base_width: int = 0
     dst: bool = False
+    group: int = 0
 
     @property
     def int_kind(self) -> ImmKind | None:
@@ -220,7 +228,7 @@ class OperandSpec:
 
 
 _SYNTAX = {
-    Reg: lambda s, w: f"R{w}", Run: lambda s, w: f"R{w}",
+    Reg: lambda s, w: f"R{w}", Run: lambda s, w: f"R[{s.group}]" if s.group else f"R{w}",
     Pred: lambda s, w: "P" if s.dst else "!P", PredRun: lambda s, w: None,
     SReg: lambda s, w: "SR", IntImm: lambda s, w: s.int_kind.name, FloatImm: lambda s, w: "f32",
     CBank: lambda s, w: "c", Target: lambda s, w: "label",
@@ -240,6 +248,12 @@ def reg(name: str, width: int = 1, imm: str = "", c: bool = False) -> OperandSpe
 def dst(name: str, width: int = 1) -> OperandSpec:
     """A destination register slot (plain or run)."""
     return OperandSpec(name, (Reg, Run), width, dst=True)
+
+
+def group(name: str, n: int, is_dst: bool = False) -> OperandSpec:
+    """A register-group slot: exactly ``n`` consecutive registers ``R[a:a+n]`` (a plain
+    register too when ``n`` is 1); ``is_dst``: the instruction writes them."""
+    return OperandSpec(name, (Reg, Run) if n == 1 else (Run,), group=n, dst=is_dst)
 
 
 def pred(name: str) -> OperandSpec:

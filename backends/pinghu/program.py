@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass, field
 
 from mutile.errors import Loc
+from mutile.ir.ops_pinghu import SHARED_BYTES
 
 from .errors import OperandError
 from .isa import Instr
@@ -18,7 +19,7 @@ from .operands import (MAX_REG, RZ, CBank, Comment, Label, Mem, Pred, PredRun, R
                        Target)
 
 MAX_THREADS = 1024
-MAX_SHARED = 192 * 1024     # bytes of shared memory per block on Pinghu
+MAX_SHARED = SHARED_BYTES               # per block (a public Pinghu fact, see ops_pinghu)
 PARAM_TYPES = {"ptr": 8, "s8": 1, "u8": 1, "s16": 2, "u16": 2, "s32": 4, "u32": 4, "s64": 8,
                "u64": 8, "f16": 2, "bf16": 2, "f32": 4, "f64": 8}
 LOC_COMMENT = re.compile(r"(?P<file>\S+\.py|<[^>\s]+>):(?P<line>\d+)(?:\s+(?P<src>.*))?$")

@@ -95,7 +95,12 @@ def spill_weights(code: list[VIns]) -> dict:
             continue
         for v in _mentions(ins):
             weight[v] = weight.get(v, 0) + v.nregs * 8 ** depth
+        if ins.row is not None and ins.row.family == "SQMMA":
+            weight[ins.operands[0].v] = ASYNC_WEIGHT    # written asynchronously: never spill
     return weight
+
+
+ASYNC_WEIGHT = 1 << 60
 
 
 def _allocate(iv: dict, kind: str, budget: int, can_spill: bool, weight=None):
@@ -213,7 +218,12 @@ def allocate(code: list[VIns], loc=None, pinned=(), budget: int = BUDGET) -> All
         where, _, _, top = first
         return Allocation(where, {}, preds[0], 0, 0, top, budget)
     base = (budget - SCRATCH) & ~3          # the scratch area starts quad-aligned
-    where, spilled, local, top = _allocate(iv, "R", base, True, spill_weights(code))
+    weights = spill_weights(code)
+    where, spilled, local, top = _allocate(iv, "R", base, True, weights)
+    if any(weights.get(v) == ASYNC_WEIGHT for v in spilled):
+        raise CompilationError(f"pinghu codegen: an SQMMA accumulator does not fit the "
+                               f"{budget} registers per thread (use smaller tiles or more "
+                               f"warps)", loc)
     return Allocation(where, spilled, preds[0], base, local, budget, budget)
 
 

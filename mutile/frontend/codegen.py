@@ -349,6 +349,8 @@ class CodeGenerator(ControlFlowMixin, ast.NodeVisitor):
     def visit_Subscript(self, node):
         base = self.visit(node.value)
         idx = self.visit(node.slice)
+        if hasattr(unwrap(base), "__mutile_getitem__"):     # shared buffers, barriers
+            return unwrap(base).__mutile_getitem__(unwrap(idx), self.builder)
         if not isinstance(unwrap(base), tensor):
             if not is_static(idx):
                 self.fail(node, "a compile-time sequence needs a compile-time index")

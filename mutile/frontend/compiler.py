@@ -13,10 +13,11 @@ import types as pytypes
 
 from ..errors import CompilationError, Loc
 from ..ir import types as T
-from ..ir.core import Func, Module
+from ..ir.core import Block, Builder, Func, Module
+from ..ir.ops import OpRuleError
 from ..language import core as lc
 from ..language.core import constexpr, tensor
-from .codegen import CodeGenerator, is_jit, is_static, unwrap
+from .codegen import CodeGenerator, is_jit, is_static, lc_tiles, unwrap
 from .source import function_source
 
 _ALLOWED_GLOBAL_TYPES = (int, float, bool, str, type(None), T.ScalarType, T.PointerType,
@@ -41,13 +42,27 @@ class KernelCompiler:
         self.jit_functions.append(jitfn)
         params = list(inspect.signature(jitfn.fn).parameters)
         runtime = [p for p in params if _is_runtime(bindings[p])]
-        func = Func(src.name, [bindings[p].type for p in runtime], [], runtime, src.loc(src.tree))
+        types, names = [], []
+        for p in runtime:                   # a descriptor arrives as base, dims, strides
+            t = bindings[p].type
+            ts = T.desc_arg_types(t) if isinstance(t, T.DescType) else [t]
+            types += ts
+            names += [p] if len(ts) == 1 else [f"{p}.base"] + \
+                [f"{p}.{w}{i}" for w in ("shape", "stride") for i in range(len(t.block))]
+        func = Func(src.name, types, [], names, src.loc(src.tree))
         self.module.add(func)
         self.module.kernel = func.name
-        scope = {}
+        scope, args = {}, iter(func.args)
         for p in params:
             v = bindings[p]
-            scope[p] = tensor(func.args[runtime.index(p)]) if _is_runtime(v) else unwrap(v)
+            if not _is_runtime(v):
+                scope[p] = unwrap(v)
+            elif isinstance(v.type, T.DescType):
+                parts = [next(args) for _ in T.desc_arg_types(v.type)]
+                h = Builder(func.body, func.loc)("make_desc", *parts, block=list(v.type.block))
+                scope[p] = lc_tiles().tensor_descriptor(h, list(v.type.block), v.type.element)
+            else:
+                scope[p] = tensor(next(args))
         self.active.append(jitfn)
         CodeGenerator(src, self.module, func, scope, self, True).emit_function()
         self.active.pop()
@@ -69,9 +84,9 @@ class KernelCompiler:
             if isinstance(v, tensor):
                 specs.append((name, v.type))
                 runtime_vals.append(v)
-            elif hasattr(v, "__mutile_desc__"):
-                gen.fail(node, "tensor descriptors cannot be passed to @jit functions yet; "
-                               "create the descriptor inside the callee")
+            elif hasattr(v, "__mutile_desc__"):         # descriptors, shared buffers, barriers
+                specs.append((name, v.handle.type))
+                runtime_vals.append(v)
             else:
                 specs.append((name, ("const", _freeze(v))))
         key = (id(jitfn), tuple(specs))
@@ -96,12 +111,15 @@ class KernelCompiler:
             n += 1
             name = f"{base}_{n}"
         runtime = [s[0] for s in specs if isinstance(s[1], T.Type)]
-        func = Func(name, [v.type for v in runtime_vals], [], runtime, src.loc(src.tree))
+        func = Func(name, [v.handle.type for v in runtime_vals], [], runtime, src.loc(src.tree))
         self.module.add(func)
         scope = {}
         for (pname, spec) in specs:
             if isinstance(spec, T.Type):
-                scope[pname] = tensor(func.args[runtime.index(pname)])
+                arg = func.args[runtime.index(pname)]
+                orig = unwrap(bound.arguments[pname])
+                scope[pname] = orig._with_handle(arg) if hasattr(orig, "_with_handle") \
+                    else tensor(arg)
             else:
                 scope[pname] = unwrap(bound.arguments[pname])
         self.active.append(jitfn)
@@ -139,6 +157,9 @@ class KernelCompiler:
     # ------------------------------------------------------------ special calls
     def special_call(self, gen, fn, args, kwargs, node):
         from .. import language as ml
+        from ..language import pinghu as ph
+        if fn is ph.warp_specialize:
+            return self.warp_specialize(gen, args, kwargs, node)
         if fn is ml.static_assert:
             cond = args[0] if args else kwargs.get("cond")
             msg = args[1] if len(args) > 1 else kwargs.get("msg", "")
@@ -169,6 +190,40 @@ class KernelCompiler:
         if fn is builtins.isinstance:
             return isinstance(unwrap(args[0]), unwrap(args[1]))
         return NotImplemented
+
+
+    def warp_specialize(self, gen, args, kwargs, node):
+        """``ph.warp_specialize([(fn, args, warps), ...])``: one region per partition,
+        each a call of its ``@jit`` function (inlined later)."""
+        parts = unwrap(args[0]) if args else unwrap(kwargs.get("partitions"))
+        if len(args) + len(kwargs) != 1 or not isinstance(parts, (list, tuple)) or len(parts) < 2:
+            gen.fail(node, "ph.warp_specialize takes one list of two or more partitions "
+                           "(function, arguments, warps)")
+        regions, warps = [], []
+        for i, part in enumerate(parts):
+            part = unwrap(part)
+            if not (isinstance(part, (list, tuple)) and len(part) == 3 and is_jit(unwrap(part[0]))
+                    and isinstance(unwrap(part[1]), (list, tuple))
+                    and isinstance(unwrap(part[2]), int)):
+                gen.fail(node, f"partition {i} of ph.warp_specialize must be (a @jit function, "
+                               f"a tuple of arguments, a warp count)")
+            fn, fargs, w = (unwrap(x) for x in part)
+            block = Block()
+
+            def body(fn=fn, fargs=fargs):
+                res = self.call_jit(gen, fn, list(fargs), {}, node)
+                if res is not None:
+                    gen.fail(node, f"partition {fn.fn.__name__} must not return a value")
+                gen.builder.create("yield", [])
+            gen.in_block(block, body)
+            regions.append(block)
+            warps.append(w)
+        op = gen.builder.create("ph.warp_specialize", [], [], {"warps": warps}, regions)
+        try:
+            op.opdef.check(op)
+        except OpRuleError as e:
+            gen.fail(node, f"warp_specialize: {e}")
+        return None
 
 
 class RuntimeArg:

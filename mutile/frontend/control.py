@@ -239,6 +239,8 @@ class ControlFlowMixin:
             attrs["num_stages"] = int(_unwrap(it.num_stages))
         if it.unroll is not None:
             attrs["unroll"] = int(_unwrap(it.unroll))
+        if _unwrap(it.warp_specialize):
+            attrs["warp_specialize"] = True
         region = Block([iv_t] + types, [target] + names)
         before = dict(self.scope)
         for n, a in zip(names, region.args[1:]):

@@ -418,7 +418,8 @@ def _check_while(op):
     _check_yield(after, inits, "while")
 
 
-define("for", ("lb", "ub", "step", "inits*"), optional_attrs=("num_stages", "unroll"), regions=1,
+define("for", ("lb", "ub", "step", "inits*"), optional_attrs=("num_stages", "unroll",
+                                                            "warp_specialize"), regions=1,
        infer=lambda ts, a: list(ts[3:]), check=_check_for, pure=False,
        doc="for i in range(lb, ub, step), carrying values; results are the last yields")
 define("if", ("cond",), regions=2, check=_check_if, pure=False,
@@ -441,3 +442,4 @@ define("assert", ("cond",), attrs=("msg",), infer=lambda ts, a: [], pure=False,
 define("hint", ("x",), optional_attrs=("multiple_of", "max_contiguous"),
        infer=lambda ts, a: [ts[0]], doc="x, with divisibility/contiguity facts")
 define("assume", ("cond",), infer=lambda ts, a: [], pure=False, doc="the compiler may take cond as true")
+from . import ops_pinghu  # noqa: E402,F401  (the Pinghu stage ops register themselves)

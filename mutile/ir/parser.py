@@ -36,6 +36,13 @@ class _Types(lark.Transformer):
     def desc_type(self, c):
         return T.DescType(T.SCALARS[str(c[0])], tuple(int(x) for x in str(c[1]).split("x")))
 
+    def smem_type(self, c):
+        return T.SharedType(tuple(int(x) for x in str(c[0]).split("x")), T.SCALARS[str(c[1])],
+                            int(c[2]))
+
+    def barrier_type(self, c):
+        return T.BarrierType(int(c[0]))
+
     def int_attr(self, c):
         return int(c[0])
 

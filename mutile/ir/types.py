@@ -175,6 +175,41 @@ class DescType(Type):
         return f"desc<{self.element}, " + "x".join(map(str, self.block)) + ">"
 
 
+@dataclass(frozen=True, eq=True)
+class SharedType(Type):
+    """A buffer in the block's shared memory (Pinghu): ``shape`` elements of ``element``
+    stored row-major under a swizzle of ``swizzle`` bytes (0, 16, 32 or 64)."""
+    shape: tuple
+    element: ScalarType
+    swizzle: int = 0
+
+    def __str__(self) -> str:
+        return "smem<" + "x".join(map(str, self.shape)) + f"x{self.element}, " \
+            f"swizzle={self.swizzle}>"
+
+    @property
+    def nbytes(self) -> int:
+        n = self.element.itemsize
+        for d in self.shape:
+            n *= d
+        return n
+
+
+@dataclass(frozen=True, eq=True)
+class BarrierType(Type):
+    """``count`` AsyncBarriers of the block (Pinghu), used one at a time."""
+    count: int
+
+    def __str__(self) -> str:
+        return f"barrier<{self.count}>"
+
+
+def desc_arg_types(t: DescType) -> list:
+    """The kernel parameters a descriptor argument of type ``t`` arrives as: base
+    pointer, dims, strides (elements, i64)."""
+    return [PointerType(t.element)] + [i64] * (2 * len(t.block))
+
+
 def tile_or_scalar(shape: tuple, element: Type) -> Type:
     """``tile<shape x element>`` or just ``element`` when ``shape`` is empty."""
     return TileType(tuple(shape), element) if shape else element

@@ -28,7 +28,7 @@ def verify_op(op: Op, module: Module | None = None) -> None:
     for a in op.attrs:
         if a not in d.attrs and a not in d.optional_attrs:
             _fail(op, f"unknown attribute '{a}'")
-    if len(op.regions) != d.regions:
+    if d.regions >= 0 and len(op.regions) != d.regions:   # -1: any number
         _fail(op, f"needs {d.regions} regions, has {len(op.regions)}")
     try:
         if d.infer is not None:

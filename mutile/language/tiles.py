@@ -185,6 +185,9 @@ class tensor_descriptor:
     def __init__(self, handle, block_shape, dtype):
         self.handle, self.block_shape, self.dtype = handle, block_shape, dtype
 
+    def _with_handle(self, h):
+        return tensor_descriptor(h, self.block_shape, self.dtype)
+
     @builtin
     def load(self, offsets, _builder=None) -> tensor:
         """The block at ``offsets`` (elements outside the tensor read as zero)."""

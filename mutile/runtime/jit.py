@@ -20,7 +20,8 @@ from . import cache
 from .specialize import as_array, runtime_type
 
 OPTION_NAMES = ("num_warps", "num_stages", "backend", "check_bounds", "num_threads",
-                "version_masks", "num_ctas", "maxnreg", "sanitize", "vectorize", "wmma")
+                "version_masks", "num_ctas", "maxnreg", "sanitize", "vectorize", "wmma",
+                "async_lowering", "warp_specialize")
 DEFAULT_OPTIONS = {"num_warps": 4, "num_stages": 3}
 
 
@@ -69,8 +70,17 @@ class CompiledKernel:
 
     def launch(self, grid: tuple, bound: dict, num_threads=None):
         args = []
-        for i, p in enumerate(self.runtime_params):
+        for p in self.runtime_params:
             v, t = bound[p], self.spec[p]
+            i = len(args)                       # the parameter's index in the kernel
+            if isinstance(t, T.DescType):
+                if getattr(v, "type", None) != t:
+                    raise LaunchError(f"argument '{p}': the kernel was compiled for a "
+                                      f"TensorDescriptor of {t}, got {v!r}")
+                if i in self.stored and not v.base.flags.writeable:
+                    raise LaunchError(f"argument '{p}' is read-only but the kernel stores to it")
+                args += v.launch_args()
+                continue
             if t.is_ptr():
                 arr = as_array(v)
                 if arr is None:
@@ -230,13 +240,17 @@ class Config:
     """A set of meta-parameters and options for one launch (Triton's ``Config``)."""
 
     def __init__(self, kwargs, num_warps=4, num_stages=3, num_ctas=1, maxnreg=None,
-                 pre_hook=None):
+                 pre_hook=None, warp_specialize=False):
         self.kwargs = dict(kwargs)
         self.num_warps, self.num_stages, self.num_ctas = num_warps, num_stages, num_ctas
         self.maxnreg, self.pre_hook = maxnreg, pre_hook
+        self.warp_specialize = warp_specialize      # Pinghu: TME producer warp + consumers
 
     def all_kwargs(self) -> dict:
-        return {**self.kwargs, "num_warps": self.num_warps, "num_stages": self.num_stages}
+        out = {**self.kwargs, "num_warps": self.num_warps, "num_stages": self.num_stages}
+        if self.warp_specialize:
+            out["warp_specialize"] = True
+        return out
 
     def __repr__(self):
         kw = ", ".join(f"{k}: {v}" for k, v in self.kwargs.items())

@@ -41,6 +41,8 @@ def runtime_type(name: str, value) -> T.Type:
     """The IR type a runtime argument is specialized as."""
     if isinstance(value, T.Type):           # warmup with a type instead of a value
         return value
+    if hasattr(value, "launch_args") and isinstance(getattr(value, "type", None), T.DescType):
+        return value.type                   # a mutile.TensorDescriptor
     if isinstance(value, np.generic):       # numpy scalars are numbers, as in Triton
         value = value.item()
     arr = as_array(value)

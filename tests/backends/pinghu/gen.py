@@ -75,6 +75,11 @@ def _float(d) -> FloatImm:
 def operand(d: Draw, spec, count: int, n_instrs: int, runs_ok: bool):
     """A valid value for slot ``spec`` of an instruction whose runs have ``count``
     elements (0: none); destinations are runs exactly when count > 0."""
+    if spec.group:                       # a register group: exactly spec.group registers
+        if spec.group == 1 and d.boolean():
+            return Reg(d.integers(0, MAX_REG))
+        s = d.integers(0, MAX_REG + 1 - spec.group)
+        return Run(s, s + spec.group)
     kinds = list(spec.accepts)
     if spec.dst and count:
         kinds = [k for k in kinds if k in (Run, PredRun)]

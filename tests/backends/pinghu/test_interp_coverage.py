@@ -5,8 +5,8 @@ import pytest
 from mutile.backends.pinghu.interp_ops import IMPLS, build
 from mutile.backends.pinghu.isa import INSTRS
 
-from . import (test_interp_alu, test_interp_control, test_interp_cvt_sfu, test_interp_faults,
-               test_interp_mem, test_interp_warp)
+from . import (test_interp_alu, test_interp_async, test_interp_control, test_interp_cvt_sfu,
+               test_interp_faults, test_interp_mem, test_interp_warp)
 from .gen import Draw, instruction
 
 
@@ -19,7 +19,7 @@ def test_every_row_has_semantics(row):
 
 def test_every_row_is_exercised():
     covered = set().union(*(m.COVERS for m in (
-        test_interp_alu, test_interp_control, test_interp_cvt_sfu, test_interp_faults,
-        test_interp_mem, test_interp_warp)))
+        test_interp_alu, test_interp_async, test_interp_control, test_interp_cvt_sfu,
+        test_interp_faults, test_interp_mem, test_interp_warp)))
     missing = sorted(r.mnemonic for r in INSTRS if r.mnemonic not in covered)
     assert not missing, f"rows no interpreter test runs: {missing}"

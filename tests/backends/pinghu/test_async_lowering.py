@@ -1,0 +1,105 @@
+"""The automatic asynchronous lowering (passes ``pipeline`` and ``sqmma``): plain
+Triton-dialect kernels come out with TME copies, AsyncBarriers and SQMMA, and stay
+correct on ragged sizes, any stage count, with and without warp specialization."""
+import ml_dtypes
+import numpy as np
+import pytest
+
+from mutile.kernels import flash_attention as fa
+from mutile.kernels import matmul as mm
+
+BF16, E4M3 = ml_dtypes.bfloat16, ml_dtypes.float8_e4m3fn
+
+
+def _operands(rng, M, N, K, dtype):
+    a = rng.uniform(-2, 2, (M, K)).astype(dtype)
+    b = rng.uniform(-2, 2, (K, N)).astype(dtype)
+    return a, b, a.astype(np.float64) @ b.astype(np.float64)
+
+
+def _desc_matmul(a, b, **opts):
+    M, K = a.shape
+    N = b.shape[1]
+    c = np.full((M, N), np.nan, np.float32)
+    k = mm.matmul_descriptor_kernel[(-(-M // 64), -(-N // 64))](
+        a, b, c, M, N, K, BLOCK_M=64, BLOCK_N=64, BLOCK_K=64, backend="pinghu", **opts)
+    return c, k
+
+
+def _mnemonics(k) -> set:
+    return {ln.split()[0] if not ln.strip().startswith("@") else ln.split()[1]
+            for ln in k.asm["musa"].splitlines() if ln.startswith("        ")}
+
+
+@pytest.mark.parametrize("stages", [2, 3, 4])
+@pytest.mark.parametrize("ws", [False, True])
+def test_descriptor_matmul_pipelined(stages, ws, rng):
+    a, b, want = _operands(rng, 200, 136, 88, BF16)      # ragged, 16-byte aligned rows
+    got, k = _desc_matmul(a, b, num_stages=stages, warp_specialize=ws)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-4)
+    names = _mnemonics(k)
+    assert "TME.LD.TILE.2D" in names and "ASYNC.BAR.WAIT" in names
+    assert any(n.startswith("SQMMA.M64N64K64.F32.BF16.BF16") for n in names)
+    ir = k.asm["pinghu_ir"]
+    assert f"shape = [{stages}, 64, 64]" in ir
+    assert ("ph.warp_specialize" in ir) == ws
+
+
+def test_descriptor_matmul_fp8(rng):
+    a, b, want = _operands(rng, 130, 64, 96, E4M3)
+    got, k = _desc_matmul(a, b)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-4)
+    assert any(n.startswith("SQMMA.M64N64K") and n.endswith(".E4M3.E4M3")
+               for n in _mnemonics(k))
+
+
+def test_unaligned_rows_take_the_fallback(rng):
+    """K = 100 bf16 rows are 200 bytes: TME cannot copy them, the loop's original form
+    runs (still on SQMMA, operands staged through shared memory)."""
+    a, b, want = _operands(rng, 64, 64, 100, BF16)
+    got, k = _desc_matmul(a, b)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-4)
+    assert "TME.LD.TILE.2D" in _mnemonics(k)
+
+
+def test_eight_warps_two_squads(rng):
+    a, b, want = _operands(rng, 128, 64, 128, BF16)
+    M, K = a.shape
+    c = np.full((M, 64), np.nan, np.float32)
+    k = mm.matmul_descriptor_kernel[(1, 1)](a, b, c, M, 64, K, BLOCK_M=128, BLOCK_N=64,
+                                            BLOCK_K=64, backend="pinghu", num_warps=8)
+    np.testing.assert_allclose(c, want, rtol=1e-5, atol=1e-4)
+    assert any(n.startswith("SQMMA.M64N64K64") for n in _mnemonics(k))
+
+
+def test_no_async_lowering_option(rng):
+    a, b, want = _operands(rng, 64, 64, 64, BF16)
+    got, k = _desc_matmul(a, b, async_lowering=False)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-4)
+    names = _mnemonics(k)
+    assert not any(n.startswith(("TME.", "SQMMA")) for n in names)
+
+
+@pytest.mark.parametrize("dtype", [np.float16, BF16])
+def test_attention_uses_sqmma(dtype, rng):
+    q, k, v = (rng.standard_normal((2, 100, 64)).astype(dtype) for _ in range(3))
+    got = fa.attention(q, k, v, backend="pinghu")
+    want = fa.attention_reference(q, k, v)
+    np.testing.assert_allclose(got.astype(np.float64), want, atol=2e-2, rtol=2e-2)
+    kern = next(iter(fa.attention_fwd_kernel.cache.values()))
+    assert any(n.startswith("SQMMA.") for n in _mnemonics(kern))
+
+
+@pytest.mark.parametrize("backend", ["llvm", "pinghu"])
+def test_attention_descriptors_use_tme(backend, rng):
+    q, k, v = (rng.standard_normal((2, 100, 64)).astype(BF16) for _ in range(3))
+    out = np.full(q.shape, np.nan, BF16)
+    got = fa.attention_desc(q, k, v, backend=backend)
+    out[...] = got
+    want = fa.attention_reference(q, k, v)
+    np.testing.assert_allclose(out.astype(np.float64), want, atol=2e-2, rtol=2e-2)
+    if backend == "pinghu":
+        kern = [c for c in fa.attention_desc_kernel.cache.values()
+                if c.options.get("backend") == "pinghu"][-1]
+        names = _mnemonics(kern)
+        assert "TME.LD.TILE.2D" in names and any(n.startswith("SQMMA.") for n in names)
