@@ -1,7 +1,8 @@
 """``mutile.language`` (``ml``): the tile DSL, with ``triton.language``'s names.
 
-Only usable inside ``@mutile.jit`` functions. The Pinghu-specific layer will live in
-``mutile.language.pinghu``.
+Only usable inside ``@mutile.jit`` functions. Pinghu's asynchronous engines (TME,
+AsyncBarriers, SQMMA, warp specialization) are the explicit layer
+``mutile.language.pinghu`` (``ph``).
 """
 from __future__ import annotations
 

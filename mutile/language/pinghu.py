@@ -282,6 +282,14 @@ def fence_shared(_builder=None) -> None:
     _make(_builder, "ph.fence_shared")
 
 
+@builtin
+def sync_warps(_builder=None) -> None:
+    """A barrier for every warp of the block (inside a ``warp_specialize`` partition: of
+    the partition), e.g. before a TME copy overwrites a buffer all warps just read:
+    ``t = a_s.load(); ph.sync_warps()``."""
+    _make(_builder, "ph.sync")
+
+
 def warp_specialize(partitions):
     """Run partitions concurrently on their own warps::
 
@@ -298,4 +306,5 @@ def warp_specialize(partitions):
 
 __all__ = ["alloc_barrier", "alloc_barriers", "alloc_shared", "barrier", "barrier_arrive",
            "barrier_expect_tx", "barrier_wait", "fence_shared", "shared_buffer", "sqmma",
-           "sqmma_wait", "tme_load", "tme_store", "tme_store_wait", "warp_specialize"]
+           "sqmma_wait", "sync_warps", "tme_load", "tme_store", "tme_store_wait",
+           "warp_specialize"]

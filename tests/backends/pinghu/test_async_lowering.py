@@ -45,9 +45,10 @@ def test_descriptor_matmul_pipelined(stages, ws, rng):
     assert ("ph.warp_specialize" in ir) == ws
 
 
-def test_descriptor_matmul_fp8(rng):
+@pytest.mark.parametrize("ws", [False, True])
+def test_descriptor_matmul_fp8(ws, rng):
     a, b, want = _operands(rng, 130, 64, 96, E4M3)
-    got, k = _desc_matmul(a, b)
+    got, k = _desc_matmul(a, b, num_stages=2, warp_specialize=ws)
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-4)
     assert any(n.startswith("SQMMA.M64N64K") and n.endswith(".E4M3.E4M3")
                for n in _mnemonics(k))

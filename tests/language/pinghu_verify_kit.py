@@ -1,0 +1,66 @@
+"""Shared helpers of the ph verifier tests (test_pinghu_verifier_*.py): compile a kernel,
+expect a CompilationError at the line marked ``# LINE-MARK``, and check the error text."""
+from __future__ import annotations
+
+import pytest
+
+import mutile
+import mutile.language as ml
+import mutile.language.pinghu as ph
+from mutile.ir import parse, verify
+from mutile.ir import types as T
+from mutile.runtime.compile import frontend_and_passes
+
+from ..conftest import marked  # noqa: F401  (re-exported to the tests)
+
+BF16_64 = T.DescType(T.bf16, (64, 64))
+F32_64 = T.DescType(T.f32, (64, 64))
+P32 = T.PointerType(T.f32)
+USER_ERROR_NOT_BUG = ("produced invalid IR", "internal error", "malformed op")
+COMPILER_FILES = ("mutile/", "codegen.py", "compiler.py", "semantic.py", "standard.py",
+                  "pinghu.py", "ops_pinghu.py", "cg_async.py", "cg_context.py",
+                  "site-packages", "Traceback")
+
+
+@pytest.fixture(autouse=True)
+def _plain_environment(tmp_path, monkeypatch):
+    """What a user's ``warmup`` does by default: no verifier switch, a private cache."""
+    monkeypatch.setenv("MUTILE_CACHE_DIR", str(tmp_path / "mutile-cache"))
+    for name in ("MUTILE_VERIFY", "MUTILE_BACKEND", "MUTILE_CHECK_BOUNDS"):
+        monkeypatch.delenv(name, raising=False)
+
+
+def warm(kernel, *args, num_warps=4, backend="pinghu", **kw):
+    return kernel.warmup(*args, backend=backend, grid=(1,), num_warps=num_warps, **kw)
+
+
+def refused(kernel, *args, **kw) -> mutile.CompilationError:
+    with pytest.raises(mutile.CompilationError) as info:
+        warm(kernel, *args, **kw)
+    return info.value
+
+
+def check_at_mark(e: mutile.CompilationError, kernel, *fragments: str,
+                  alt: str | None = None) -> None:
+    """``e`` says every one of ``fragments`` and points at ``kernel``'s LINE-MARK line
+    (or, given ``alt``, the line marked ``# <alt>``): ``file:line:`` heads the text, the
+    source line and a caret follow, and no compiler file shows."""
+    m = marked(kernel)
+    if alt is not None and e.loc is not None and e.loc.line != m.line:
+        m = marked(kernel, alt)
+    text = str(e)
+    for f in fragments:
+        assert f in e.msg, f"message lacks {f!r}:\n{text}"
+    for blame in USER_ERROR_NOT_BUG:
+        assert blame not in e.msg, f"a user's mistake reported as a compiler bug:\n{text}"
+    assert e.loc is not None, f"no location:\n{text}"
+    assert (e.loc.file, e.loc.line) == (m.file, m.line), \
+        f"error at {e.loc}, expected line {m.line} ({m.text.strip()!r}):\n{text}"
+    lines = text.split("\n")
+    assert len(lines) == 3, text
+    assert lines[0].startswith(f"{m.file}:{m.line}:"), text
+    assert lines[1] == "    " + m.text, text
+    assert lines[2].strip() == "^", text
+    rest = text.replace(m.file, "<user file>")
+    for name in COMPILER_FILES:
+        assert name not in rest, f"compiler file {name!r} leaks into:\n{text}"

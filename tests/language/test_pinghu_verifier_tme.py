@@ -1,0 +1,183 @@
+"""Illegal uses of ``mutile.language.pinghu`` (``ph``) are refused at the user's line: TME copies.
+
+Each kernel below breaks one rule of Pinghu's asynchronous engines (shared buffers,
+AsyncBarriers, TME copies, SQMMA, warp specialization) and marks the offending line with
+``# LINE-MARK: <text>``. Compiling it with ``kernel.warmup(..., backend="pinghu")`` must
+raise a :class:`mutile.CompilationError` whose message names the rule and whose location
+is that line (``file:line:col``, then the source line and a caret). The rules live in
+``mutile/ir/ops_pinghu.py`` (per op), ``backends/pinghu/cg_async.py`` (per kernel: totals,
+warps, in-flight SQMMA results, partitions) and ``mutile/frontend/compiler.py``
+(``ph.warp_specialize`` forms). Legal neighbours of the refused cases compile, so a rule
+that refuses too much fails here too.
+"""
+from __future__ import annotations
+
+import pytest
+
+import mutile
+import mutile.language as ml
+import mutile.language.pinghu as ph
+from mutile.ir import types as T
+
+from .pinghu_verify_kit import (BF16_64, F32_64, P32, _plain_environment, check_at_mark,  # noqa: F401
+                               refused, warm)
+
+# ===================================================================== TME
+@mutile.jit
+def k_tme_box(a_desc, R: ml.constexpr, C: ml.constexpr, DT: ml.constexpr):
+    a_s = ph.alloc_shared((R, C), DT)
+    full = ph.alloc_barriers(1)
+    ph.barrier_expect_tx(full[0], R * C * 2)
+    ph.tme_load(a_desc, [0, 0], a_s, full[0])  # LINE-MARK: ph.tme_load
+    ph.barrier_wait(full[0], 0)
+
+
+@pytest.mark.parametrize("r,c,dt", [(64, 32, T.bf16), (32, 64, T.bf16), (64, 64, T.f16),
+                                    (64, 128, T.bf16)], ids=str)
+def test_tme_load_buffer_is_the_box(r, c, dt):
+    e = refused(k_tme_box, BF16_64, R=r, C=c, DT=dt)
+    check_at_mark(e, k_tme_box, "tme_load: the buffer", "is not the descriptor's block",
+                  f"smem<{r}x{c}x{dt}", "64x64xbf16")
+
+
+def test_tme_load_matching_box_compiles():
+    warm(k_tme_box, BF16_64, R=64, C=64, DT=T.bf16)
+
+
+@mutile.jit
+def k_tme_coords(a_desc):
+    a_s = ph.alloc_shared((64, 64), ml.bfloat16)
+    full = ph.alloc_barriers(1)
+    ph.barrier_expect_tx(full[0], 8192)
+    ph.tme_load(a_desc, [0], a_s, full[0])  # LINE-MARK: ph.tme_load
+    ph.barrier_wait(full[0], 0)
+
+
+def test_tme_load_one_coordinate_per_dim():
+    e = refused(k_tme_coords, BF16_64)
+    check_at_mark(e, k_tme_coords, "tme_load needs 2 coordinates, got 1")
+
+
+@mutile.jit
+def k_tme_coord_float(a_desc):
+    a_s = ph.alloc_shared((64, 64), ml.bfloat16)
+    full = ph.alloc_barriers(1)
+    ph.barrier_expect_tx(full[0], 8192)
+    ph.tme_load(a_desc, [0, 1.5], a_s, full[0])  # LINE-MARK: ph.tme_load
+    ph.barrier_wait(full[0], 0)
+
+
+def test_tme_coordinates_integer():
+    e = refused(k_tme_coord_float, BF16_64)
+    check_at_mark(e, k_tme_coord_float, "an index must be an integer scalar")
+
+
+@mutile.jit
+def k_tme_bar_array(a_desc):
+    a_s = ph.alloc_shared((64, 64), ml.bfloat16)
+    full = ph.alloc_barriers(2)
+    ph.tme_load(a_desc, [0, 0], a_s, full)  # LINE-MARK: ph.tme_load
+    ph.barrier_wait(full[0], 0)
+
+
+def test_tme_load_counts_on_one_barrier():
+    e = refused(k_tme_bar_array, BF16_64)
+    check_at_mark(e, k_tme_bar_array, "must be one barrier (index the array: bars[i])")
+
+
+@mutile.jit
+def k_tme_not_desc(x_ptr):
+    a_s = ph.alloc_shared((64, 64), ml.float32)
+    full = ph.alloc_barriers(1)
+    ph.tme_load(x_ptr, [0, 0], a_s, full[0])  # LINE-MARK: ph.tme_load
+
+
+def test_tme_load_needs_a_descriptor():
+    e = refused(k_tme_not_desc, P32)
+    check_at_mark(e, k_tme_not_desc, "expected a tensor descriptor")
+
+
+@mutile.jit
+def k_tme_tile_not_buffer(a_desc):
+    full = ph.alloc_barriers(1)
+    t = ml.zeros((64, 64), ml.bfloat16)
+    ph.tme_load(a_desc, [0, 0], t, full[0])  # LINE-MARK: ph.tme_load
+
+
+def test_tme_load_needs_a_shared_buffer():
+    e = refused(k_tme_tile_not_buffer, BF16_64)
+    check_at_mark(e, k_tme_tile_not_buffer, "expected a shared buffer (from ph.alloc_shared)")
+
+
+@mutile.jit
+def k_tme_rank6(a_desc):
+    a_s = ph.alloc_shared((2, 2, 2, 2, 2, 16), ml.bfloat16)
+    full = ph.alloc_barriers(1)
+    ph.barrier_expect_tx(full[0], 2048)
+    ph.tme_load(a_desc, [0, 0, 0, 0, 0, 0], a_s, full[0])  # LINE-MARK: ph.tme_load
+    ph.barrier_wait(full[0], 0)
+
+
+def test_tme_rank_at_most_5():
+    e = refused(k_tme_rank6, T.DescType(T.bf16, (2, 2, 2, 2, 2, 16)))
+    check_at_mark(e, k_tme_rank6, "TME descriptors have rank <= 5, got 6")
+
+
+@mutile.jit
+def k_tme_rank5(a_desc):
+    a_s = ph.alloc_shared((2, 2, 2, 2, 16), ml.bfloat16)
+    full = ph.alloc_barriers(1)
+    ph.barrier_expect_tx(full[0], 1024)
+    ph.tme_load(a_desc, [0, 0, 0, 0, 0], a_s, full[0])
+    ph.barrier_wait(full[0], 0)
+
+
+def test_tme_rank_5_compiles():
+    warm(k_tme_rank5, T.DescType(T.bf16, (2, 2, 2, 2, 16)))
+
+
+@mutile.jit
+def k_tme_narrow_box(a_desc):
+    a_s = ph.alloc_shared((64, 4), ml.float16)  # LINE-MARK: ph.alloc_shared
+    full = ph.alloc_barriers(1)
+    ph.barrier_expect_tx(full[0], 512)
+    ph.tme_load(a_desc, [0, 0], a_s, full[0])
+    ph.barrier_wait(full[0], 0)
+
+
+def test_tme_box_rows_multiple_of_16_bytes():
+    """A box of 8-byte rows cannot be copied; its buffer is refused first."""
+    e = refused(k_tme_narrow_box, T.DescType(T.f16, (64, 4)))
+    check_at_mark(e, k_tme_narrow_box, "multiple of 16 bytes", "4 x f16 is 8 bytes")
+
+
+@mutile.jit
+def k_tme_store_box(c_desc, R: ml.constexpr, C: ml.constexpr):
+    c_s = ph.alloc_shared((R, C), ml.float32)
+    c_s.store(1.0)
+    ph.fence_shared()
+    ph.tme_store(c_desc, [0, 0], c_s)  # LINE-MARK: ph.tme_store
+    ph.tme_store_wait()
+
+
+def test_tme_store_buffer_is_the_box():
+    e = refused(k_tme_store_box, F32_64, R=64, C=32)
+    check_at_mark(e, k_tme_store_box, "tme_store: the buffer", "is not the descriptor's block")
+
+
+def test_tme_store_matching_box_compiles():
+    warm(k_tme_store_box, F32_64, R=64, C=64)
+
+
+@mutile.jit
+def k_tme_store_coords(c_desc):
+    c_s = ph.alloc_shared((64, 64), ml.float32)
+    c_s.store(1.0)
+    ph.fence_shared()
+    ph.tme_store(c_desc, [0, 0, 0], c_s)  # LINE-MARK: ph.tme_store
+    ph.tme_store_wait()
+
+
+def test_tme_store_one_coordinate_per_dim():
+    e = refused(k_tme_store_coords, F32_64)
+    check_at_mark(e, k_tme_store_coords, "tme_store needs 2 coordinates, got 3")
