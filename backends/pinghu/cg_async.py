@@ -22,7 +22,7 @@ from mutile.ir.types import SharedType, TileType
 from .cg_context import Codegen, lowers
 from .cg_memory import STORE_TYPE, _load_suffix
 from .cg_values import VP, VR, DescVal, TileVal, Uniform, VMem, log2, numel
-from .operands import RZ, IntImm, Reg, SReg
+from .operands import RZ, IntImm, Reg
 from .regalloc import label_ref
 from .tensor_memory import (SHARED_ALIGN, desc_info, desc_words, pack_box, pack_smem_desc)
 
@@ -460,7 +460,8 @@ def check_warp_specialized(cg: Codegen, func) -> int | None:
     return sum(warps)
 
 
-__all__ = ["check_inflight", "check_warp_specialized", "plan_shared", "SReg"]
+__all__ = ["check_inflight", "check_warp_specialized", "plan_shared", "prepare_desc",
+           "tme_descriptors"]
 
 
 @lowers("ph.sync")

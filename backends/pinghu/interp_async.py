@@ -103,6 +103,23 @@ def async_row(fn):
 
 
 # ---------------------------------------------------------------- the unit
+class Engine:
+    """One asynchronous engine of a wave (``KEY`` names it in ``st.asyn.engines``):
+    ``busy`` (work pending), ``settle`` (complete it at a completion event)."""
+    KEY = ""
+
+    def __init__(self, st):
+        self.st = st
+
+    @classmethod
+    def of(cls, st) -> "Engine":
+        """The wave's engine of this kind (made on first use)."""
+        e = st.asyn.engines.get(cls.KEY)
+        if e is None:
+            e = st.asyn.engines[cls.KEY] = cls(st)
+        return e
+
+
 class AsyncUnit:
     """The AsyncBarriers of a wave's blocks and the engines working for them."""
 

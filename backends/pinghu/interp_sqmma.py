@@ -26,7 +26,7 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 
-from .interp_async import LANES, Exec, advance, async_row, thread_fault, values1
+from .interp_async import LANES, Engine, Exec, advance, async_row, thread_fault, values1
 from .interp_math import fma_f32
 from .interp_ops import _tf32, impl
 from .interp_warp import _exact_f32_products
@@ -185,19 +185,13 @@ class _Pending:
         self.op, self.pc, self.warps, self.da, self.db, self.gid = op, pc, warps, da, db, gid
 
 
-class SqmmaUnit:
+class SqmmaUnit(Engine):
     """Pending SQMMA operations, in issue order."""
+    KEY = "sqmma"
 
     def __init__(self, st):
-        self.st = st
+        super().__init__(st)
         self.pending: list[_Pending] = []
-
-    @staticmethod
-    def of(st) -> "SqmmaUnit":
-        e = st.asyn.engines.get("sqmma")
-        if e is None:
-            e = st.asyn.engines["sqmma"] = SqmmaUnit(st)
-        return e
 
     def busy(self) -> bool:
         return bool(self.pending)

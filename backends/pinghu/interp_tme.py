@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .interp_async import Exec, advance, async_row, thread_fault, values, values1, where
+from .interp_async import (Engine, Exec, advance, async_row, thread_fault, values, values1,
+                           where)
 from .interp_ops import impl
 from .tensor_memory import (ELEMENTS, FILL_NAN, GLOBAL_ALIGN, LINE, SHARED_ALIGN, fill_bits,
                             swizzle_address, unpack_box)
@@ -261,20 +262,14 @@ def write_global(st, c: Copies, inside, size: int, vals) -> None:
 
 
 # ---------------------------------------------------------------- the engine
-class TmeEngine:
+class TmeEngine(Engine):
     """Pending TME loads (until a completion event) and stores (until their wait)."""
+    KEY = "tme"
 
     def __init__(self, st):
-        self.st = st
+        super().__init__(st)
         self.loads: list[Copies] = []
         self.stores: list[Copies] = []
-
-    @staticmethod
-    def of(st) -> "TmeEngine":
-        e = st.asyn.engines.get("tme")
-        if e is None:
-            e = st.asyn.engines["tme"] = TmeEngine(st)
-        return e
 
     def busy(self) -> bool:
         return bool(self.loads)

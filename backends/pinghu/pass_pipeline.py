@@ -32,7 +32,7 @@ from mutile.ir import types as T
 from mutile.ir.core import Block, Builder, Op
 from mutile.passes.rewrite import Substitution, clone_block, clone_op, set_ops
 
-from .pass_sqmma import sqmma_fits, transposed_source
+from .pass_sqmma import sqmma_fits
 
 MAX_RING_BYTES = 128 * 1024
 

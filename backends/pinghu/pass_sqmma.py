@@ -22,7 +22,7 @@ from mutile.ir import types as T
 from mutile.ir.core import Block, Builder, Op
 from mutile.ir.ops_pinghu import (SHARED_BYTES, SQMMA_M, SQMMA_N, sqmma_acc_type,
                                   sqmma_k_choices, sqmma_operand_ok)
-from mutile.ir.types import SharedType, TileType
+from mutile.ir.types import TileType
 from mutile.passes.rewrite import Substitution, set_ops
 
 SWIZZLE = 64
@@ -202,4 +202,4 @@ def run(module, warps: int, provided: dict | None = None) -> None:
     SqmmaRewriter(module.entry, warps, provided).run()
 
 
-__all__ = ["run", "sqmma_fits", "transposed_source", "SqmmaRewriter", "SharedType"]
+__all__ = ["run", "sqmma_fits", "transposed_source", "SqmmaRewriter"]

@@ -191,7 +191,8 @@ def barrier_arrive(bar, _builder=None) -> tensor:
 @builtin
 def barrier_wait(bar, phase, _builder=None) -> None:
     """Wait until the phase of parity ``phase`` (0 or 1) of ``bar`` has completed; the
-    waiting warps yield. Phase ``k`` of a ring of ``S`` stages: ``(k // S) & 1``."""
+    waiting warps yield. Step ``k`` of a ring of ``S`` stages waits for phase
+    ``(k // S) & 1``: ``ph.barrier_wait(full[k % S], (k // S) & 1)``."""
     c = _unwrap(phase)
     if isinstance(c, int) and not isinstance(c, bool) and c not in (0, 1):
         fail(f"a phase parity is 0 or 1, got {c}")
@@ -222,15 +223,17 @@ def tme_load(desc, coords, smem, bar, _builder=None) -> None:
 @builtin
 def tme_store(desc, coords, smem, _builder=None) -> None:
     """Start a TME copy of ``smem`` to ``desc``'s block at ``coords`` (elements outside
-    the tensor are dropped). Write ``smem`` and :func:`fence_shared` first; finish with
-    :func:`tme_store_wait`."""
+    the tensor are dropped); it waits for every warp's writes of ``smem`` first. Write
+    ``smem`` and :func:`fence_shared` before; finish with :func:`tme_store_wait`:
+    ``c_s.store(acc); ph.fence_shared(); ph.tme_store(c_desc, [off_m, off_n], c_s)``."""
     d, cs = _coords(desc, coords, _builder)
     _make(_builder, "ph.tme_store", [d.handle, _smem(smem), *cs])
 
 
 @builtin
 def tme_store_wait(_builder=None) -> None:
-    """Wait until this block's TME stores have completed."""
+    """Wait until this block's TME stores have completed (they read ``smem`` until then:
+    ``ph.tme_store(c_desc, [m, n], c_s); ph.tme_store_wait()`` before reusing ``c_s``)."""
     _make(_builder, "ph.tme_store_wait")
 
 

@@ -19,7 +19,8 @@ class TensorDescriptor:
     """``TensorDescriptor(array, block_shape)``: ``array`` (any numpy view whose innermost
     dim is contiguous, e.g. a slice of a padded allocation) read and written in blocks of
     ``block_shape`` (powers of two). Elements of a block outside the array read as 0 and
-    are not written."""
+    are not written. ``mutile.TensorDescriptor(a, [64, 64])`` passes ``a`` to a kernel
+    parameter used as ``a_desc.load([i, j])`` or ``ph.tme_load(a_desc, [i, j], ...)``."""
 
     def __init__(self, array, block_shape):
         arr = as_array(array)
