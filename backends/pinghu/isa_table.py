@@ -214,13 +214,13 @@ define("DBG.ASSERT", "DBG", "debug", [imm("f", "u32"), pred("p")],
 # (outermost first), box and swizzle one packed u32 immediate (tensor_memory.pack_box).
 for _r in range(1, MAX_RANK + 1):
     define(f"TME.LD.TILE.{_r}D", "TME", "tme", [reg("s"), group("d", desc_words(_r)),
-           group("c", _r), reg("b"), imm("box", "u32")],
+           group("c", _r), reg("b"), imm("box", "b32")],
            "each executing thread copies the box at coordinates c of tensor d to shared s "
            "(swizzled; out-of-bounds elements filled); it lands later and counts its bytes "
            "on AsyncBarrier b", family="TME.LD", rank=_r, runs=False)
 for _r in range(1, MAX_RANK + 1):
     define(f"TME.ST.TILE.{_r}D", "TME", "tme", [group("d", desc_words(_r)), group("c", _r),
-           reg("s"), imm("box", "u32")],
+           reg("s"), imm("box", "b32")],
            "each executing thread stores the box at shared s (swizzled) to coordinates c of "
            "tensor d; out-of-bounds elements are dropped; done by TME.ST.WAIT",
            family="TME.ST", rank=_r, runs=False)
