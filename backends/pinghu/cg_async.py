@@ -312,6 +312,9 @@ def lower_sqmma(cg: Codegen, op) -> None:
     acc = cg.get(acc_ir)
     if acc_ir in cg.inflight:
         out = acc                                   # chained: accumulate in place
+    elif (op.attrs["accumulate"] and isinstance(acc, TileVal) and acc.recipe is None
+          and _uses(cg, acc_ir) == 1):
+        out = acc                                   # acc dies here: accumulate in place
     else:
         out = cg.new_tile((M, N), op.results[0].type.element)
         if op.attrs["accumulate"]:
@@ -340,6 +343,17 @@ def lower_sqmma(cg: Codegen, op) -> None:
         cg.emit(mn, out.run(), ra, rb, IntImm(scale), IntImm(trans))
     cg.inflight.add(op.results[0])
     cg.bind(op.results[0], out)
+
+
+def _uses(cg: Codegen, v) -> int:
+    """How many operands of the kernel read IR value ``v``."""
+    counts = cg.__dict__.get("_use_counts")
+    if counts is None:
+        counts = cg.__dict__["_use_counts"] = {}
+        for op in cg.func.walk():
+            for x in op.operands:
+                counts[x] = counts.get(x, 0) + 1
+    return counts.get(v, 0)
 
 
 @lowers("ph.sqmma_wait")

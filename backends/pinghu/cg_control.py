@@ -87,7 +87,9 @@ def store_all(cg: Codegen, carriers: list, values: list) -> None:
     for dst, v in pairs:
         src = v if isinstance(v, TileVal) else v.src if isinstance(v, Uniform) else None
         reads = src.vreg if isinstance(src, TileVal) else src.v if isinstance(src, VR) else None
-        if reads in written and not (isinstance(src, VR) and src.v is dst.v):
+        same = (isinstance(src, VR) and src.v is dst.v) or \
+            (isinstance(src, TileVal) and src.vreg is dst.v and src.run().start == dst.start)
+        if reads in written and not same:
             v = _copy(cg, v)
         staged.append((dst, v))
     for dst, v in staged:
