@@ -237,9 +237,24 @@ def _coord_run(cg: Codegen, coords: list) -> VR:
     return VR(v, 0, len(coords))
 
 
+def _check_tme_strides(cg: Codegen, d: DescVal) -> None:
+    """Constant strides TME cannot copy are refused here (others fault when issued)."""
+    size = d.ty.itemsize
+    inner = cg.const_int(d.strides[-1]) if isinstance(d.strides[-1], Uniform) else None
+    if inner is not None and inner != 1 and d.dims:
+        cg.fail(f"TME copies rows with contiguous elements; this descriptor's inner stride "
+                f"is {inner} elements")
+    for st in d.strides[:-1]:
+        c = cg.const_int(st) if isinstance(st, Uniform) else None
+        if c is not None and c * size % 16:
+            cg.fail(f"TME needs strides of a multiple of 16 bytes; this descriptor has a "
+                    f"stride of {c} x {size} = {c * size} bytes")
+
+
 @lowers("ph.tme_load")
 def lower_tme_load(cg: Codegen, op) -> None:
     d, s, b, *coords = (cg.get(v) for v in op.operands)
+    _check_tme_strides(cg, d)
     dr, cr = desc_run(cg, d), _coord_run(cg, coords)
     addr = _reg(cg, cg.operand(s.addr))
     bid = _reg(cg, bar_id(cg, b))
@@ -250,6 +265,7 @@ def lower_tme_load(cg: Codegen, op) -> None:
 @lowers("ph.tme_store")
 def lower_tme_store(cg: Codegen, op) -> None:
     d, s, *coords = (cg.get(v) for v in op.operands)
+    _check_tme_strides(cg, d)
     dr, cr = desc_run(cg, d), _coord_run(cg, coords)
     addr = _reg(cg, cg.operand(s.addr))
     cg.block_sync()                     # every thread's writes of the buffer are done

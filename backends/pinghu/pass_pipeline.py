@@ -90,6 +90,24 @@ def _slice(values, loop: Op, iv) -> list[Op] | None:
     return sorted(need, key=lambda op: order[id(op)])
 
 
+def _never_aligned(desc) -> bool:
+    """A descriptor whose constant strides TME can never copy (no TME version then)."""
+    op = desc.owner
+    if not isinstance(op, Op) or op.name != "make_desc":
+        return False
+    r = len(op.attrs["block"])
+    strides = [_const_int(_through_casts(v)) for v in op.operands[1 + r:]]
+    size = desc.type.element.itemsize
+    return (strides[-1] not in (None, 1)) or any(
+        c is not None and c * size % 16 for c in strides[:-1])
+
+
+def _through_casts(v):
+    while isinstance(v.owner, Op) and v.owner.name == "cast":
+        v = v.owner.operands[0]
+    return v
+
+
 class Plan:
     def __init__(self, loop, loads, slice_ops, step, stages):
         self.loop, self.loads, self.slice_ops, self.step, self.stages = \
@@ -108,7 +126,8 @@ def plan(loop: Op, warps: int, stages: int) -> Plan | None:
         if op.name != "desc_load" or _is_inside(op.operands[0], loop):
             continue
         t = op.results[0].type
-        if len(t.shape) > 5 or t.shape[-1] * t.element.itemsize % 16:
+        if len(t.shape) > 5 or t.shape[-1] * t.element.itemsize % 16 or \
+                _never_aligned(op.operands[0]):
             continue
         ok = True
         for u in _uses(body, op.results[0]):

@@ -181,3 +181,17 @@ def k_tme_store_coords(c_desc):
 def test_tme_store_one_coordinate_per_dim():
     e = refused(k_tme_store_coords, F32_64)
     check_at_mark(e, k_tme_store_coords, "tme_store needs 2 coordinates, got 3")
+
+
+@mutile.jit
+def k_tme_const_stride(a_ptr):
+    d = ml.make_tensor_descriptor(a_ptr, shape=[64, 100], strides=[100, 1],
+                                  block_shape=[64, 64])
+    a_s = ph.alloc_shared((64, 64), ml.bfloat16)
+    bar = ph.alloc_barrier(1)
+    ph.tme_load(d, [0, 0], a_s, bar)  # LINE-MARK: tme_load
+
+
+def test_tme_constant_stride_not_16_byte_multiple():
+    e = refused(k_tme_const_stride, T.PointerType(T.bf16))
+    check_at_mark(e, k_tme_const_stride, "multiple of 16 bytes", "200 bytes")

@@ -26,6 +26,20 @@ def range_ws_matmul(a_desc, b_desc, c_ptr, M, N, K, BM: ml.constexpr, BN: ml.con
     ml.store(c_ptr + rm[:, None] * N + rn[None, :], acc, mask=(rm[:, None] < M) & (rn[None, :] < N))
 
 
+@mutile.jit
+def const_stride_matmul(a_ptr, b_ptr, c_ptr, M):
+    """A's constant 200-byte rows can never be TME-copied; B's can."""
+    a_d = ml.make_tensor_descriptor(a_ptr, shape=[M, 100], strides=[100, 1],
+                                    block_shape=[64, 64])
+    b_d = ml.make_tensor_descriptor(b_ptr, shape=[100, 64], strides=[64, 1],
+                                    block_shape=[64, 64])
+    acc = ml.zeros((64, 64), ml.float32)
+    for k in range(0, 100, 64):
+        acc = ml.dot(a_d.load([0, k]), b_d.load([k, 0]), acc)
+    r = ml.arange(0, 64)
+    ml.store(c_ptr + r[:, None] * 64 + r[None, :], acc)
+
+
 def _operands(rng, M, N, K, dtype):
     a = rng.uniform(-2, 2, (M, K)).astype(dtype)
     b = rng.uniform(-2, 2, (K, N)).astype(dtype)
@@ -92,6 +106,16 @@ def test_unaligned_rows_take_the_fallback(rng):
     got, k = _desc_matmul(a, b)
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-4)
     assert "TME.LD.TILE.2D" in _mnemonics(k)
+
+
+def test_constant_unaligned_stride_is_not_pipelined(rng):
+    a, b, want = _operands(rng, 64, 64, 100, BF16)
+    c = np.full((64, 64), np.nan, np.float32)
+    k = const_stride_matmul[(1,)](a, b, c, 64, backend="pinghu")
+    np.testing.assert_allclose(c, want, rtol=1e-5, atol=1e-4)
+    ir = k.asm["pinghu_ir"]
+    assert ir.count("ph.tme_load") >= 1 and "shape = [3, 64, 64]" in ir    # B only
+    assert ir.count("ph.alloc_shared {dtype = bf16, shape = [3,") == 1
 
 
 def test_eight_warps_two_squads(rng):
