@@ -26,23 +26,41 @@ def gemm_tme_kernel(a_desc, b_desc, c_desc, K, BM: ml.constexpr, BN: ml.constexp
     n = ml.cdiv(K, BK)
     for s in ml.static_range(STAGES - 1):                      # prologue
         if s < n:
-            ph.barrier_expect_tx(full[s], (BM * BK + BK * BN) * a_s.dtype.itemsize)
-            ph.tme_load(a_desc, [off_m, s * BK], a_s[s], full[s])
-            ph.tme_load(b_desc, [s * BK, off_n], b_s[s], full[s])
+            _load_stage(a_desc, b_desc, a_s, b_s, full[s], s, off_m, off_n, s * BK)
     acc = ml.zeros((BM, BN), ml.float32)
     for k in range(n):
         nk = k + STAGES - 1                                    # refill the oldest stage
         if nk < n:
             ns = nk % STAGES
-            ph.barrier_wait(empty[ns], ((nk // STAGES) & 1) ^ 1)
-            ph.barrier_expect_tx(full[ns], (BM * BK + BK * BN) * a_s.dtype.itemsize)
-            ph.tme_load(a_desc, [off_m, nk * BK], a_s[ns], full[ns])
-            ph.tme_load(b_desc, [nk * BK, off_n], b_s[ns], full[ns])
-        s = k % STAGES
-        ph.barrier_wait(full[s], (k // STAGES) & 1)
-        acc = ph.sqmma(a_s[s], b_s[s], acc)
-        acc = ph.sqmma_wait(acc)
-        ph.barrier_arrive(empty[s])
+            ph.barrier_wait(empty[ns], ((nk // STAGES) & 1) ^ 1)   # its readers are done
+            _load_stage(a_desc, b_desc, a_s, b_s, full[ns], ns, off_m, off_n, nk * BK)
+        acc = _mma_stage(a_s, b_s, full, empty, k, acc, STAGES)
+    _store_tile(c_desc, c_s, acc, off_m, off_n)
+
+
+@mutile.jit
+def _load_stage(a_desc, b_desc, a_s, b_s, bar, s, off_m, off_n, k0):
+    """Copy the A and B boxes of K offset ``k0`` into stage ``s``, counted on ``bar``."""
+    ph.barrier_expect_tx(bar, (a_s.shape[1] * a_s.shape[2] + b_s.shape[1] * b_s.shape[2])
+                         * a_s.dtype.itemsize)
+    ph.tme_load(a_desc, [off_m, k0], a_s[s], bar)
+    ph.tme_load(b_desc, [k0, off_n], b_s[s], bar)
+
+
+@mutile.jit
+def _mma_stage(a_s, b_s, full, empty, k, acc, STAGES: ml.constexpr):
+    """Step ``k``: wait until its stage landed, multiply it into ``acc``, release it."""
+    s = k % STAGES
+    ph.barrier_wait(full[s], (k // STAGES) & 1)
+    acc = ph.sqmma(a_s[s], b_s[s], acc)
+    acc = ph.sqmma_wait(acc)
+    ph.barrier_arrive(empty[s])
+    return acc
+
+
+@mutile.jit
+def _store_tile(c_desc, c_s, acc, off_m, off_n):
+    """The epilogue: the accumulator to shared memory, then one TME store of the tile."""
     c_s.store(acc)
     ph.fence_shared()
     ph.tme_store(c_desc, [off_m, off_n], c_s)
@@ -51,14 +69,12 @@ def gemm_tme_kernel(a_desc, b_desc, c_desc, K, BM: ml.constexpr, BN: ml.constexp
 
 @mutile.jit
 def _producer(a_desc, b_desc, a_s, b_s, full, empty, off_m, off_n, n, BK: ml.constexpr,
-              STAGES: ml.constexpr, NBYTES: ml.constexpr):
+              STAGES: ml.constexpr):
     """One warp: wait until a stage is free, then copy the next A and B boxes into it."""
     for k in range(n):
         s = k % STAGES
         ph.barrier_wait(empty[s], ((k // STAGES) & 1) ^ 1)
-        ph.barrier_expect_tx(full[s], NBYTES)
-        ph.tme_load(a_desc, [off_m, k * BK], a_s[s], full[s])
-        ph.tme_load(b_desc, [k * BK, off_n], b_s[s], full[s])
+        _load_stage(a_desc, b_desc, a_s, b_s, full[s], s, off_m, off_n, k * BK)
 
 
 @mutile.jit
@@ -67,15 +83,8 @@ def _consumer(c_desc, a_s, b_s, c_s, full, empty, off_m, off_n, n, BM: ml.conste
     """The WarpSquads: wait for a stage, multiply, release it; then store C."""
     acc = ml.zeros((BM, BN), ml.float32)
     for k in range(n):
-        s = k % STAGES
-        ph.barrier_wait(full[s], (k // STAGES) & 1)
-        acc = ph.sqmma(a_s[s], b_s[s], acc)
-        acc = ph.sqmma_wait(acc)
-        ph.barrier_arrive(empty[s])
-    c_s.store(acc)
-    ph.fence_shared()
-    ph.tme_store(c_desc, [off_m, off_n], c_s)
-    ph.tme_store_wait()
+        acc = _mma_stage(a_s, b_s, full, empty, k, acc, STAGES)
+    _store_tile(c_desc, c_s, acc, off_m, off_n)
 
 
 @mutile.jit
@@ -93,8 +102,7 @@ def gemm_ws_kernel(a_desc, b_desc, c_desc, K, BM: ml.constexpr, BN: ml.constexpr
     ph.warp_specialize([
         (_consumer, (c_desc, a_s, b_s, c_s, full, empty, off_m, off_n, n, BM, BN, STAGES),
          NUM_WARPS),
-        (_producer, (a_desc, b_desc, a_s, b_s, full, empty, off_m, off_n, n, BK, STAGES,
-                     (BM * BK + BK * BN) * a_s.dtype.itemsize), 1)])
+        (_producer, (a_desc, b_desc, a_s, b_s, full, empty, off_m, off_n, n, BK, STAGES), 1)])
 
 
 def gemm(a, b, block_m=64, block_n=64, block_k=64, stages=3, num_warps=4,

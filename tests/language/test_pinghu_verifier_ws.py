@@ -1,15 +1,5 @@
-"""Illegal uses of ``mutile.language.pinghu`` (``ph``) are refused at the user's line: ph.warp_specialize.
-
-Each kernel below breaks one rule of Pinghu's asynchronous engines (shared buffers,
-AsyncBarriers, TME copies, SQMMA, warp specialization) and marks the offending line with
-``# LINE-MARK: <text>``. Compiling it with ``kernel.warmup(..., backend="pinghu")`` must
-raise a :class:`mutile.CompilationError` whose message names the rule and whose location
-is that line (``file:line:col``, then the source line and a caret). The rules live in
-``mutile/ir/ops_pinghu.py`` (per op), ``backends/pinghu/cg_async.py`` (per kernel: totals,
-warps, in-flight SQMMA results, partitions) and ``mutile/frontend/compiler.py``
-(``ph.warp_specialize`` forms). Legal neighbours of the refused cases compile, so a rule
-that refuses too much fails here too.
-"""
+"""Illegal uses of ``mutile.language.pinghu``, refused at the user's line: ph.warp_specialize
+(the scheme is described in pinghu_verify_kit.py)."""
 from __future__ import annotations
 
 import pytest
