@@ -14,6 +14,7 @@ use of it before.
 """
 from __future__ import annotations
 
+from mutile.errors import CompilationError
 from mutile.ir import types as T
 from mutile.ir.ops_pinghu import (SHARED_BYTES, SQMMA_M, SQMMA_N, USABLE_BARRIERS,
                                   sqmma_k_choices, sqmma_shapes)
@@ -286,13 +287,13 @@ def lower_fence(cg: Codegen, op) -> None:
 
 
 # ---------------------------------------------------------------- SQMMA
-def _operand_desc(cg: Codegen, s: SmemVal, row_major_rows_off: int, squad_off: int,
+def _operand_desc(cg: Codegen, s: SmemVal, offset: int, squad_off: int,
                   squad: VR | None) -> VR:
-    """Register holding the descriptor of buffer ``s`` from logical byte
-    ``row_major_rows_off`` (+ ``squad_off`` bytes per squad index)."""
+    """Register holding the SQMMA descriptor of buffer ``s`` from its logical byte
+    ``offset`` (+ ``squad_off`` bytes per squad index)."""
     ty = s.ty
     stride = ty.shape[-1] * ty.element.itemsize
-    word = pack_smem_desc(0, stride, ty.swizzle) + (row_major_rows_off >> 4)
+    word = pack_smem_desc(0, stride, ty.swizzle) + (offset >> 4)
     out = cg.vreg(1)
     o = VR(out, 0, 1)
     c = cg.const_int(s.addr)
@@ -315,6 +316,10 @@ def lower_sqmma(cg: Codegen, op) -> None:
     if cg.threads % 128:
         cg.fail(f"SQMMA is issued by WarpSquads of 4 warps; this code runs on "
                 f"{cg.threads // 32} warp(s) (use num_warps = 4, 8, ...)")
+    if cg.partition is not None and cg.partition[2] % 4:
+        cg.fail(f"SQMMA is issued by whole WarpSquads (warps 4s .. 4s+3); this partition "
+                f"starts at warp {cg.partition[2]} (put SQMMA partitions first, or make the "
+                f"partitions before them a multiple of 4 warps)")
     squads = cg.threads // 128
     ms = M // squads
     if ms not in SQMMA_M or M % squads:
@@ -341,7 +346,7 @@ def lower_sqmma(cg: Codegen, op) -> None:
         sq = cg.vreg(1)
         cg.emit("ALU.SHR.U32", VR(sq, 0, 1), cg.tid, IntImm(7))
         squad = VR(sq, 0, 1)
-    sa, sb = el.itemsize if el != T.f32 else 4, b.ty.element.itemsize
+    sa, sb = el.itemsize, b.ty.element.itemsize
     a_pitch = a.ty.shape[-1] * a.ty.element.itemsize
     b_pitch = b.ty.shape[-1] * sb
     acc_name = "S32" if out.ty == T.i32 else "F32"
@@ -471,7 +476,6 @@ def check_warp_specialized(cg: Codegen, func) -> int | None:
     ws = [op for op in func.body.ops if op.name == "ph.warp_specialize"]
     if not ws:
         return None
-    from mutile.errors import CompilationError
     if len(ws) > 1:
         raise CompilationError("a kernel has at most one ph.warp_specialize", ws[1].loc)
     warps = list(ws[0].attrs["warps"])

@@ -329,3 +329,27 @@ def test_ws_partition_form(kernel, index):
 def test_ws_outside_a_kernel():
     with pytest.raises(RuntimeError, match="only be used inside @mutile.jit"):
         ph.warp_specialize([])
+
+
+@mutile.jit
+def _ws_mma_part(a_s, b_s):
+    acc = ph.sqmma(a_s, b_s)  # LINE-MARK: sqmma
+    acc = ph.sqmma_wait(acc)
+
+
+@mutile.jit
+def _ws_idle_part(x):
+    pass
+
+
+@mutile.jit
+def k_ws_sqmma_misaligned():
+    a_s = ph.alloc_shared((64, 64), ml.bfloat16)
+    b_s = ph.alloc_shared((64, 64), ml.bfloat16)
+    ph.warp_specialize([(_ws_idle_part, (1,), 4), (_ws_idle_part, (2,), 2),
+                        (_ws_mma_part, (a_s, b_s), 4)])
+
+
+def test_sqmma_partition_must_start_at_a_squad():
+    e = refused(k_ws_sqmma_misaligned)
+    check_at_mark(e, _ws_mma_part, "whole WarpSquads", "starts at warp 6")
