@@ -102,6 +102,17 @@ def async_row(fn):
     return Control("ASYNC", fn=fn)
 
 
+def stepping_row(fn):
+    """An asynchronous row after which every warp at it moves on: ``fn(st, step, x)``
+    runs with the :class:`Exec` ``x`` when at least one warp executes it."""
+    def run(st, s, warps, ex, machine):
+        x = Exec(warps, ex)
+        advance(st, warps, s.pc)
+        if x.warps.size:
+            fn(st, s, x)
+    return async_row(run)
+
+
 # ---------------------------------------------------------------- the unit
 class Engine:
     """One asynchronous engine of a wave (``KEY`` names it in ``st.asyn.engines``):
@@ -334,11 +345,7 @@ def _bar_init(ins):
     b, n = ins.operands
     count = n.value
 
-    def run(st, s, warps, ex, machine):
-        x = Exec(warps, ex)
-        advance(st, warps, s.pc)
-        if not x.warps.size:
-            return
+    def run(st, s, x):
         u = st.asyn
         keys = u.keys(values1(st, b, x.threads), x.threads, s.pc, initialized=False)
         if not 1 <= count <= st.warps_per_block:
@@ -355,23 +362,19 @@ def _bar_init(ins):
         u.tx_pc.reshape(-1, 2)[keys] = -1
         if u.san is not None:
             u.san.reinit(keys)
-    return async_row(run)
+    return stepping_row(run)
 
 
 @impl("ASYNC.BAR.ADD_TRANS")
 def _bar_add(ins):
     b, n = ins.operands
 
-    def run(st, s, warps, ex, machine):
-        x = Exec(warps, ex)
-        advance(st, warps, s.pc)
-        if not x.warps.size:
-            return
+    def run(st, s, x):
         u = st.asyn
         keys = u.keys(values1(st, b, x.threads), x.threads, s.pc)
         np.add.at(u.flat("tx"), keys, values1(st, n, x.threads).astype(np.int64))
         u.note_tx(keys, s.pc)
-    return async_row(run)
+    return stepping_row(run)
 
 
 @impl("ASYNC.BAR.ARRIVE")
@@ -380,18 +383,14 @@ def _bar_arrive(ins):
     rows = None if isinstance(d, Reg) and d.n == RZ else slice(d.n, d.n + 1) \
         if isinstance(d, Reg) else slice(d.start, d.end)
 
-    def run(st, s, warps, ex, machine):
-        x = Exec(warps, ex)
-        advance(st, warps, s.pc)
-        if not x.warps.size:
-            return
+    def run(st, s, x):
         u = st.asyn
         keys = u.keys(values1(st, b, x.first), x.first, s.pc)
         par = u.arrive(keys, x.first, s.pc)
         if rows is not None:
             st.R[rows, x.threads] = np.repeat(par, x.per_warp).astype(np.uint32)
             st.stamp(rows)
-    return async_row(run)
+    return stepping_row(run)
 
 
 @impl("ASYNC.BAR.WAIT")
@@ -466,12 +465,10 @@ def release_counted(st, blocks: np.ndarray, machine) -> None:
 
 @impl("FENCE.ASYNC.SHARED")
 def _fence(ins):
-    def run(st, s, warps, ex, machine):
-        x = Exec(warps, ex)
-        advance(st, warps, s.pc)
+    def run(st, s, x):
         if st.asyn.san is not None:
             st.asyn.san.fence(x.warps)
-    return async_row(run)
+    return stepping_row(run)
 
 
 from . import interp_sqmma, interp_tme  # noqa: E402,F401  (the engines' rows)

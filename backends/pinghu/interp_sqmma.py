@@ -26,7 +26,7 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 
-from .interp_async import LANES, Engine, Exec, advance, async_row, thread_fault, values1
+from .interp_async import LANES, Engine, stepping_row, thread_fault, values1
 from .interp_math import fma_f32
 from .interp_ops import _tf32, impl
 from .interp_warp import _exact_f32_products
@@ -221,11 +221,7 @@ class SqmmaUnit(Engine):
 def _sqmma(ins):
     op = Sqmma(ins)
 
-    def run(st, s, warps, ex, machine):
-        x = Exec(warps, ex)
-        advance(st, warps, s.pc)
-        if not x.warps.size:
-            return
+    def run(st, s, x):
         wpb = st.warps_per_block
         squad = (x.warps % wpb) // 4
         bad = 4 * (squad + 1) > wpb
@@ -241,14 +237,12 @@ def _sqmma(ins):
         if san is not None:
             gid = san.sqmma_issue(x.first, s.pc, op.operand_bytes(st, s.pc, x.warps, da, db))
         SqmmaUnit.of(st).pending.append(_Pending(op, s.pc, x.warps, da, db, gid))
-    return async_row(run)
+    return stepping_row(run)
 
 
 @impl("SQMMA.WAIT")
 def _sqmma_wait(ins):
-    def run(st, s, warps, ex, machine):
-        x = Exec(warps, ex)
-        advance(st, warps, s.pc)
-        if x.warps.size and "sqmma" in st.asyn.engines:
+    def run(st, s, x):
+        if "sqmma" in st.asyn.engines:
             SqmmaUnit.of(st).complete(x.warps)
-    return async_row(run)
+    return stepping_row(run)

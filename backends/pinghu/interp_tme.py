@@ -20,8 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .interp_async import (Engine, Exec, advance, async_row, thread_fault, values, values1,
-                           where)
+from .interp_async import Engine, stepping_row, thread_fault, values, values1, where
 from .interp_ops import impl
 from .tensor_memory import (ELEMENTS, FILL_NAN, GLOBAL_ALIGN, LINE, SHARED_ALIGN, fill_bits,
                             swizzle_address, unpack_box)
@@ -350,11 +349,7 @@ def _tme_load(ins):
     s_op, d_op, c_op, b_op, box_op = ins.operands
     box, swizzle = unpack_box(box_op.value, rank)
 
-    def run(st, s, warps, ex, machine):
-        x = Exec(warps, ex)
-        advance(st, warps, s.pc)
-        if not x.warps.size:
-            return
+    def run(st, s, x):
         thr = x.threads
         c = Copies.issued(st, s.pc, rank, box, swizzle, thr, s_op, d_op, c_op)
         c.keys = st.asyn.keys(values1(st, b_op, thr), thr, s.pc)
@@ -369,7 +364,7 @@ def _tme_load(ins):
                 c.ids[m] = san.tme_issue(part.threads, s.pc, part.keys,
                                          every_byte(part.shared_index(st, z), z))
         TmeEngine.of(st).loads.append(c)
-    return async_row(run)
+    return stepping_row(run)
 
 
 @impl("TME.ST")
@@ -378,11 +373,7 @@ def _tme_store(ins):
     d_op, c_op, s_op, box_op = ins.operands
     box, swizzle = unpack_box(box_op.value, rank)
 
-    def run(st, s, warps, ex, machine):
-        x = Exec(warps, ex)
-        advance(st, warps, s.pc)
-        if not x.warps.size:
-            return
+    def run(st, s, x):
         c = Copies.issued(st, s.pc, rank, box, swizzle, x.threads, s_op, d_op, c_op)
         c.check(st, "TME store")
         san = st.asyn.san
@@ -393,24 +384,20 @@ def _tme_store(ins):
                 san.async_read(part.threads, s.pc, every_byte(part.shared_index(st, z), z),
                                "the TME store")
         TmeEngine.of(st).stores.append(c)
-    return async_row(run)
+    return stepping_row(run)
 
 
 @impl("TME.ST.COMMIT")
 def _tme_commit(ins):
-    def run(st, s, warps, ex, machine):
-        x = Exec(warps, ex)
-        advance(st, warps, s.pc)
-        if x.warps.size and "tme" in st.asyn.engines:
+    def run(st, s, x):
+        if "tme" in st.asyn.engines:
             TmeEngine.of(st).commit(x.threads)
-    return async_row(run)
+    return stepping_row(run)
 
 
 @impl("TME.ST.WAIT")
 def _tme_wait(ins):
-    def run(st, s, warps, ex, machine):
-        x = Exec(warps, ex)
-        advance(st, warps, s.pc)
-        if x.warps.size and "tme" in st.asyn.engines:
+    def run(st, s, x):
+        if "tme" in st.asyn.engines:
             TmeEngine.of(st).wait(x.warps)
-    return async_row(run)
+    return stepping_row(run)

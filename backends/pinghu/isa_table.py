@@ -7,6 +7,8 @@ operand is an aligned register pair (low word in the even register), 128-bit a q
 """
 from __future__ import annotations
 
+from mutile.ir.ops_pinghu import SQMMA_K_BYTES, SQMMA_M, SQMMA_N
+
 from .isa import define
 from .operands import dst, group, imm, label, mem, pdst, pred, reg, sreg
 from .tensor_memory import MAX_RANK, desc_words
@@ -245,14 +247,14 @@ define("ASYNC.BAR.WAIT", "ASYNC", "async_bar", [reg("b", 1, "abar"), reg("p", 1,
        "has completed (the current parity differs from p)", runs=False)
 
 # ---------------------------------------------------------------- SQMMA
-# (A type, B type, accumulator, K values): the K span is 32, 64 or 128 bytes.
-SQMMA_TYPES = [("BF16", "BF16", "F32", (16, 32, 64)), ("F16", "F16", "F32", (16, 32, 64)),
-               ("TF32", "TF32", "F32", (8, 16, 32))] + \
-    [(_a, _b, "F32", (32, 64, 128)) for _a in ("E4M3", "E5M2") for _b in ("E4M3", "E5M2")] + \
-    [("S8", "S8", "S32", (32, 64, 128))]
-SQMMA_MN = (16, 32, 64, 128)
-for _m in SQMMA_MN:
-    for _n in SQMMA_MN:
+# (A type, B type, accumulator, operand bytes): K spans SQMMA_K_BYTES (32, 64, 128 bytes).
+SQMMA_TYPES = [(_a, _b, _acc, tuple(_kb // _size for _kb in SQMMA_K_BYTES))
+               for _a, _b, _acc, _size in
+               [("BF16", "BF16", "F32", 2), ("F16", "F16", "F32", 2), ("TF32", "TF32", "F32", 4)]
+               + [(_a, _b, "F32", 1) for _a in ("E4M3", "E5M2") for _b in ("E4M3", "E5M2")]
+               + [("S8", "S8", "S32", 1)]]
+for _m in SQMMA_M:
+    for _n in SQMMA_N:
         for _a, _b, _acc, _ks in SQMMA_TYPES:
             for _k in _ks:
                 define(f"SQMMA.M{_m}N{_n}K{_k}.{_acc}.{_a}.{_b}", "SQMMA", "sqmma",

@@ -31,12 +31,12 @@ from __future__ import annotations
 
 import numpy as np
 
-LINE = 256                              # bytes per swizzle line (= shared buffer alignment)
+from mutile.ir.ops_pinghu import MAX_DESC_RANK as MAX_RANK
+from mutile.ir.ops_pinghu import SHARED_ALIGN, SWIZZLES
+from mutile.ir.ops_pinghu import TME_UNIT as GLOBAL_ALIGN   # TME global base and strides
+
+LINE = SHARED_ALIGN                     # bytes per swizzle line (= shared buffer alignment)
 _LINE_SHIFT = LINE.bit_length() - 1
-SHARED_ALIGN = 256                      # TME / SQMMA shared buffers
-GLOBAL_ALIGN = 16                       # TME global base and strides
-MAX_RANK = 5
-SWIZZLES = (0, 16, 32, 64)              # bytes; 0 = none
 SWIZZLE_CODES = {s: i for i, s in enumerate(SWIZZLES)}
 
 # element codes of the TME descriptor info word: code -> (IR scalar name, bytes)
@@ -131,3 +131,9 @@ def operand_addresses(start: int, stride: int, rows: int, cols: int, size: int,
     ``start + r * stride + c * size``."""
     logical = start + np.arange(rows)[:, None] * stride + np.arange(cols)[None, :] * size
     return swizzle_address(logical, swizzle)
+
+
+__all__ = ["ELEMENTS", "ELEMENT_CODES", "FILL_NAN", "GLOBAL_ALIGN", "LINE", "MAX_RANK",
+           "NAN_BITS", "SHARED_ALIGN", "SWIZZLES", "SWIZZLE_CODES", "desc_info", "desc_words",
+           "fill_bits", "operand_addresses", "pack_box", "pack_smem_desc", "swizzle_address",
+           "swizzle_each", "unpack_box", "unpack_info", "unpack_smem_desc"]

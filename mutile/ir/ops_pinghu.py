@@ -16,6 +16,7 @@ USABLE_BARRIERS = 63                # ... one of them reserved
 SWIZZLES = (0, 16, 32, 64)          # bytes; 0 = no swizzle
 MAX_DESC_RANK = 5
 TME_UNIT = 16                       # TME moves 16-byte units: inner box rows, global strides
+SHARED_ALIGN = 256                  # TME / SQMMA shared buffers
 SQMMA_M = (16, 32, 64, 128)         # per WarpSquad
 SQMMA_N = (16, 32, 64, 128)
 SQMMA_K_BYTES = (32, 64, 128)       # the K span of one instruction

@@ -57,10 +57,11 @@ def _index(x, b) -> object:
     return S.cast(i, T.i32, b).handle
 
 
-class shared_buffer:
-    """A buffer in the block's shared memory (from :func:`alloc_shared`). ``buf[i]`` (or
-    ``buf.index(i)``) is stage ``i`` of a buffer whose first dim counts stages."""
+class _Indexed:
+    """A runtime object named by one IR value (``handle``): passed to ``@jit`` functions
+    like a tensor, indexed with ``x[i]`` or ``x.index(i)`` (the op ``INDEX_OP``)."""
     __mutile_desc__ = True
+    INDEX_OP = ""
 
     def __init__(self, handle):
         self.handle = handle
@@ -69,6 +70,24 @@ class shared_buffer:
     def type(self):
         return self.handle.type
 
+    def _with_handle(self, h):
+        return type(self)(h)
+
+    def __mutile_getitem__(self, i, b):
+        return self.index(i, _builder=b)
+
+    @builtin
+    def index(self, i, _builder=None):
+        """Element ``i`` (an integer scalar): a stage of a buffer, one of the barriers."""
+        return type(self)(_make(_builder, self.INDEX_OP, [self.handle, _index(i, _builder)])
+                          .result)
+
+
+class shared_buffer(_Indexed):
+    """A buffer in the block's shared memory (from :func:`alloc_shared`). ``buf[i]`` (or
+    ``buf.index(i)``) is stage ``i`` of a buffer whose first dim counts stages."""
+    INDEX_OP = "ph.smem_index"
+
     @property
     def shape(self):
         return list(self.type.shape)
@@ -76,18 +95,6 @@ class shared_buffer:
     @property
     def dtype(self):
         return self.type.element
-
-    def _with_handle(self, h):
-        return shared_buffer(h)
-
-    def __mutile_getitem__(self, i, b):
-        return self.index(i, _builder=b)
-
-    @builtin
-    def index(self, i, _builder=None) -> "shared_buffer":
-        """Stage ``i`` (an integer scalar) of this buffer."""
-        return shared_buffer(_make(_builder, "ph.smem_index", [self.handle, _index(i, _builder)])
-                             .result)
 
     @builtin
     def load(self, _builder=None) -> tensor:
@@ -103,27 +110,9 @@ class shared_buffer:
         _make(b, "ph.shared_store", [self.handle, v.handle])
 
 
-class barrier:
+class barrier(_Indexed):
     """AsyncBarriers (from :func:`alloc_barriers`); ``bars[i]`` is barrier ``i``."""
-    __mutile_desc__ = True
-
-    def __init__(self, handle):
-        self.handle = handle
-
-    @property
-    def type(self):
-        return self.handle.type
-
-    def _with_handle(self, h):
-        return barrier(h)
-
-    def __mutile_getitem__(self, i, b):
-        return self.index(i, _builder=b)
-
-    @builtin
-    def index(self, i, _builder=None) -> "barrier":
-        """Barrier ``i`` of the array."""
-        return barrier(_make(_builder, "ph.bar_index", [self.handle, _index(i, _builder)]).result)
+    INDEX_OP = "ph.bar_index"
 
 
 def _bar(x) -> object:

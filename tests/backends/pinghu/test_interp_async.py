@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from mutile.backends.pinghu.isa import INSTRS
-from mutile.backends.pinghu.isa_table import SQMMA_MN, SQMMA_TYPES
+from mutile.backends.pinghu.isa_table import SQMMA_TYPES
+from mutile.ir.ops_pinghu import SQMMA_M, SQMMA_N
 from mutile.backends.pinghu.tensor_memory import desc_words, fill_bits, pack_smem_desc
 from mutile.errors import DeviceFault
 
@@ -410,8 +411,8 @@ def test_sqmma_every_shape(i, rng):
     trans, swizzle = i % 4, (0, 64, 32, 16)[(i // 4) % 4]
     A, B = operand(rng, ta, (128, k)), operand(rng, tb, (k, 128))
     img, da, db = stored(A, B, k, trans, swizzle)
-    shapes = [(m, n, (j + i) % 2) for j, (m, n) in enumerate((m, n) for m in SQMMA_MN
-                                                              for n in SQMMA_MN)]
+    shapes = [(m, n, (j + i) % 2) for j, (m, n) in enumerate((m, n) for m in SQMMA_M
+                                                              for n in SQMMA_N)]
     text, offs = sqmma_listing(shapes, k, ta, tb, acc, trans, (da, db))
     total = sum(m * n for m, n, _ in shapes)
     if acc == "S32":
