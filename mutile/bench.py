@@ -53,18 +53,23 @@ def _matmul(n, threads, rng):
     b = rng.standard_normal((n, n)).astype(np.float32)
     kw = dict(block_m=64, block_n=128, block_k=64, num_threads=threads)
     mm.matmul(a, b, **kw)
+    mm.matmul(a, b, check_bounds=False, **kw)
     ours = do_bench(lambda: mm.matmul(a, b, **kw))
+    unchecked = do_bench(lambda: mm.matmul(a, b, check_bounds=False, **kw))
     ref = do_bench(lambda: a @ b)
     gf = 2 * n ** 3 / 1e6
     return {"name": f"matmul fp32 {n}^3", "unit": "GFLOP/s", "higher": True,
-            "mutile": gf / ours, "numpy": gf / ref}
+            "mutile": gf / ours, "numpy": gf / ref, "unchecked": gf / unchecked}
 
 
 def _attention(heads, seq, d, threads, rng):
     from .kernels import flash_attention as fa
     q, k, v = (rng.standard_normal((heads, seq, d)).astype(np.float32) for _ in range(3))
     fa.attention(q, k, v, num_threads=threads)
+    fa.attention(q, k, v, num_threads=threads, check_bounds=False)
     ours = do_bench(lambda: fa.attention(q, k, v, num_threads=threads), rep=5)
+    unchecked = do_bench(lambda: fa.attention(q, k, v, num_threads=threads, check_bounds=False),
+                         rep=5)
 
     def naive():
         s = q @ np.swapaxes(k, -1, -2) * (1.0 / np.sqrt(d))
@@ -73,7 +78,7 @@ def _attention(heads, seq, d, threads, rng):
 
     ref = do_bench(naive, rep=5)
     return {"name": f"attention fwd {heads}h seq{seq} d{d} fp32", "unit": "ms", "higher": False,
-            "mutile": ours, "numpy": ref}
+            "mutile": ours, "numpy": ref, "unchecked": unchecked}
 
 
 # Triton's own interpreter on the same tiles, as measured for the pinghu issue (seconds);
@@ -271,8 +276,9 @@ def _median_rows(runs):
     merged = {}
     for name, rows in out.items():
         merged[name] = dict(rows[0], mutile=statistics.median(r["mutile"] for r in rows))
-        if "numpy" in rows[0]:
-            merged[name]["numpy"] = statistics.median(r["numpy"] for r in rows)
+        for extra in ("numpy", "unchecked"):
+            if extra in rows[0]:
+                merged[name][extra] = statistics.median(r[extra] for r in rows)
     return merged
 
 
@@ -361,6 +367,15 @@ def run_bench(quick: bool = False, backend: str = "llvm", baseline: str | None =
             print(_row([r["name"], r["unit"], f"{r['mutile']:.1f}", f"{r['numpy']:.1f}",
                         f"{_ratio(r['mutile'], r['numpy'], r['higher']):.2f}x"], w))
     print("  (ratio > 1: mutile is faster)\n")
+    print(_row(["cost of bounds checks (on by default)", "unit", "checked", "off",
+                "cost"], w))
+    for r in ours.values():
+        if "unchecked" in r:
+            slow = 1 / _ratio(r["mutile"], r["unchecked"], r["higher"]) - 1
+            print(_row([r["name"], r["unit"], f"{r['mutile']:.1f}", f"{r['unchecked']:.1f}",
+                        f"{100 * slow:+.1f}%"], w))
+    print("  (off: check_bounds=False / MUTILE_CHECK_BOUNDS=0; cost: extra time with the "
+          "checks)\n")
     for r in ours.values():
         if "numpy" not in r:
             hit = ("" if r.get("cache_hit", True) == (not r["name"].startswith("compile cold"))

@@ -1,4 +1,4 @@
-"""The ``mutile`` command: ``demo``, ``ir``, ``bench``."""
+"""The ``mutile`` command: ``demo``, ``ir``, ``asm``, ``bench``, ``coredump``."""
 from __future__ import annotations
 
 import argparse
@@ -182,6 +182,17 @@ def cmd_demo(args) -> int:
     return 0 if ok else 1
 
 
+def cmd_coredump(args) -> int:
+    from .runtime import coredump
+    try:
+        dump = coredump.load(args.file)
+    except coredump.CoredumpError as e:
+        print(f"mutile coredump: {e}", file=sys.stderr)
+        return 2
+    sys.stdout.write(coredump.report(dump))
+    return 0
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="mutile", description="mutile: tile DSL and compiler")
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -206,6 +217,9 @@ def main(argv=None) -> int:
                     help="git revision to compare with (default: the last commit; 'none' to skip)")
     pb.add_argument("--json", action="store_true", help="print this version's figures as JSON")
     pb.add_argument("--no-compile", action="store_true", help="with --json: skip compile times")
+    pc = sub.add_parser("coredump", help="print the report of a GPU core dump "
+                        "(written by a faulting launch under MUTILE_COREDUMP=DIR)")
+    pc.add_argument("file", help="a mutile-core-*.npz file")
     args = p.parse_args(argv)
     try:
         return _dispatch(args)
@@ -221,6 +235,8 @@ def _dispatch(args) -> int:
         return cmd_ir(args)
     if args.cmd == "asm":
         return cmd_asm(args)
+    if args.cmd == "coredump":
+        return cmd_coredump(args)
     from .bench import run_bench
     return run_bench(quick=args.quick, backend=args.backend, baseline=args.baseline,
                      as_json=args.json, compile_times=not args.no_compile)

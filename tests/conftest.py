@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import inspect
 import os
+import shutil
+import tempfile
 import zlib
 
 import ml_dtypes
@@ -22,6 +24,27 @@ import mutile
 import mutile.language as ml
 from mutile import ir as mir
 from mutile.runtime.compile import frontend_and_passes
+
+
+# ---------------------------------------------------------------- isolation
+# The suite never reads or writes the user's cache (``~/.cache/mutile``) nor obeys the
+# caller's mutile switches: one temporary cache directory for the whole run (tests that
+# need their own take a fresh one, see tests/runtime/conftest.py), removed at the end.
+_KEEP_ENV = ("MUTILE_TEST_SEED",)
+_SESSION_CACHE = None
+
+
+def pytest_configure(config):
+    global _SESSION_CACHE
+    for name in [n for n in os.environ if n.startswith("MUTILE_") and n not in _KEEP_ENV]:
+        del os.environ[name]
+    _SESSION_CACHE = tempfile.mkdtemp(prefix="mutile-test-cache-")
+    os.environ["MUTILE_CACHE_DIR"] = _SESSION_CACHE
+
+
+def pytest_unconfigure(config):
+    if _SESSION_CACHE is not None:
+        shutil.rmtree(_SESSION_CACHE, ignore_errors=True)
 
 
 @mutile.jit

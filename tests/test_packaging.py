@@ -30,3 +30,19 @@ def test_grammars_are_package_data():
     from importlib import resources
     for g in (ROOT / "grammar").glob("*.lark"):
         assert resources.files("mutile.grammar").joinpath(g.name).read_text() == g.read_text()
+
+
+def test_the_suite_never_uses_the_home_cache():
+    """tests/conftest.py gives the whole run one temporary cache directory, whatever the
+    caller's environment says, and clears the caller's MUTILE_* switches."""
+    import os
+    import tempfile
+
+    from mutile.runtime import cache
+    d = cache.cache_dir().resolve()
+    assert not d.is_relative_to(Path.home().resolve() / ".cache"), d
+    assert d.is_relative_to(Path(tempfile.gettempdir()).resolve()), d
+    assert d.name.startswith("mutile-test-cache-"), d
+    leaked = [n for n in os.environ if n.startswith("MUTILE_")
+              and n not in ("MUTILE_CACHE_DIR", "MUTILE_TEST_SEED")]
+    assert not leaked, f"caller's switches reach the tests: {leaked}"

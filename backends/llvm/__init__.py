@@ -7,9 +7,12 @@
 ``compile(module, options)`` takes a verified :class:`mutile.ir.Module` whose kernel
 has had its calls inlined, and returns an :class:`LLVMKernel`. Options:
 
-* ``check_bounds`` (bool, default False): check every global access against the
-  arrays passed to the launch; a miss raises :class:`mutile.errors.DeviceFault`
-  naming the op's Python line, the parameter, the element index and the length;
+* ``check_bounds`` (bool; False when this backend is called directly, on by default for
+  launches through ``@mutile.jit``): check every global access against the arrays
+  passed to the launch; a miss raises :class:`mutile.errors.DeviceFault` naming the op's
+  Python line, the parameter, the element index and the length. An affine pointer tile
+  is tested once from its extreme addresses; only a tile that may leave its array (a
+  masked tail, a real miss) or a gather is checked element by element;
 * ``num_threads`` (int, default ``os.cpu_count()``): default threads per launch;
 * ``opt_level`` (0-3, default 3);
 * ``prefetch`` (bool, default True): loads through a pointer tile that a loop advances

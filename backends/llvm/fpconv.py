@@ -1,15 +1,16 @@
 """Bit-exact floating-point format conversions emitted as branch-free LLVM IR.
 
-Every conversion produced here is bit-identical to the NumPy / ml_dtypes cast
-``np.asarray(bits).view(src_dtype).astype(dst_dtype)`` on x86-64, for every
-input pattern: NaNs (the output payload follows the reference rules below),
-infinities, signed zeros, subnormals on both sides, overflow and
-round-to-nearest-even ties.
+Every conversion produced here follows mutile's rules (docs/semantics.md,
+"Conversions"; :func:`mutile.ir.semantics.convert` is the reference): rounded
+once, to nearest even, from the exact source value, for every input pattern:
+NaNs (payloads by :func:`mutile.ir.semantics.nan_policy`), infinities, signed
+zeros, subnormals on both sides, overflow (inf, or NaN in f8e4m3, which has no
+infinity) and ties.
 
-The code is generic.  A format is described by ``_Fmt`` (exponent bits,
-mantissa bits, whether the all-ones exponent encodes inf/NaN IEEE style or,
-for ``float8_e4m3fn``, only the all-ones pattern is NaN).  Two routines do all
-the work on integer bit patterns:
+The code is generic.  A format is a :class:`mutile.ir.semantics.FloatFormat`
+(exponent bits, mantissa bits, whether the all-ones exponent encodes inf/NaN
+IEEE style or, for ``float8_e4m3fn``, only the all-ones pattern is NaN).  Two
+routines do all the work on integer bit patterns:
 
 * ``_widen``: exact conversion into a format with at least as many exponent
   and mantissa bits (subnormal inputs are renormalised via an exact int->float conversion);
@@ -17,101 +18,30 @@ the work on integer bit patterns:
   format (normal, subnormal, overflow and NaN cases computed side by side
   and merged with ``select``).
 
-Any other pair goes through f32 first: the widening step is exact, so only
-one rounding happens.  The one deliberate double rounding is f64 -> bf16/f8,
-because ml_dtypes itself casts those through f32 (f64 -> f16 is NumPy's
-direct single rounding).
-
-NaN payload rules of the reference implementation (all keep the sign bit):
-
-* into bf16 / f8, from f8, and bf16 -> f16: the canonical quiet NaN;
-* f16 -> f32/f64, bf16 -> f32: payload shifted, not quieted;
-* f32 -> f64, bf16 -> f64, f64 -> f32: payload shifted/truncated, quieted
-  (x86 ``cvtss2sd`` / ``cvtsd2ss`` behaviour);
-* f32/f64 -> f16: payload truncated, not quieted, forced non-zero.
+Any other float pair goes through f32 first: the widening step is exact, so
+only one rounding happens.  f64 sources round directly (never through f32,
+which would round twice).  Integers (:func:`convert_int`) convert exactly to
+f64 first (64-bit integers rounded to odd at 53 bits, which keeps the one
+rounding to a narrower format exact), then round once.
 
 f32 <-> f64 use LLVM ``fpext``/``fptrunc`` (exact / IEEE round-to-nearest-even
-in LLVM's default floating-point environment) and only patch the NaN lanes;
-f64 -> bf16/f8 also starts with ``fptrunc`` to f32.  Everything else is
-integer arithmetic (plus one exact int -> float conversion used to find the
-leading bit of subnormal mantissas), so it does not depend on MXCSR
-flush-to-zero / denormals-are-zero settings; the ``fptrunc`` steps assume
-the default (no FTZ) environment, as the NumPy reference itself does.  No branches are emitted; scalars and
-``ir.VectorType`` values are handled alike, so the code works inside loops
-that LLVM vectorizes.
+in LLVM's default floating-point environment) and only patch the NaN lanes.
+Everything else is integer arithmetic (plus exact int -> float conversions),
+so it does not depend on MXCSR flush-to-zero / denormals-are-zero settings;
+the ``fptrunc`` step assumes the default (no FTZ) environment.  No branches
+are emitted; scalars and ``ir.VectorType`` values are handled alike, so the
+code works inside loops that LLVM vectorizes.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from llvmlite import ir
 
-__all__ = ["FORMATS", "storage_type", "convert_float"]
+from mutile.ir.semantics import CANONICAL, FLOAT_FORMATS, KEEP, QUIET, FloatFormat, nan_policy
 
-FORMATS = frozenset({"f64", "f32", "f16", "bf16", "f8e4m3", "f8e5m2"})
+__all__ = ["FORMATS", "storage_type", "convert_float", "convert_int"]
 
-
-@dataclass(frozen=True)
-class _Fmt:
-    """Static description of a binary floating-point format."""
-
-    name: str
-    ebits: int
-    mbits: int
-    ieee: bool  # all-ones exponent = inf/NaN; False: only all-ones = NaN
-
-    @property
-    def width(self) -> int:
-        return 1 + self.ebits + self.mbits
-
-    @property
-    def bias(self) -> int:
-        return (1 << (self.ebits - 1)) - 1
-
-    @property
-    def sign_bit(self) -> int:
-        return 1 << (self.width - 1)
-
-    @property
-    def abs_mask(self) -> int:
-        return self.sign_bit - 1
-
-    @property
-    def mant_mask(self) -> int:
-        return (1 << self.mbits) - 1
-
-    @property
-    def inf_bits(self) -> int:
-        """Bits of +inf (IEEE) or of the all-ones exponent (non-IEEE)."""
-        return ((1 << self.ebits) - 1) << self.mbits
-
-    @property
-    def quiet_bit(self) -> int:
-        return 1 << (self.mbits - 1)
-
-    @property
-    def max_finite(self) -> int:
-        return self.inf_bits - 1 if self.ieee else self.abs_mask - 1
-
-    @property
-    def qnan(self) -> int:
-        """Canonical positive quiet NaN."""
-        return self.inf_bits | self.quiet_bit if self.ieee else self.abs_mask
-
-
-_F = {
-    "f64": _Fmt("f64", 11, 52, True),
-    "f32": _Fmt("f32", 8, 23, True),
-    "f16": _Fmt("f16", 5, 10, True),
-    "bf16": _Fmt("bf16", 8, 7, True),
-    "f8e4m3": _Fmt("f8e4m3", 4, 3, False),
-    "f8e5m2": _Fmt("f8e5m2", 5, 2, True),
-}
-
+FORMATS = frozenset(FLOAT_FORMATS)
 _FLOAT_STORAGE = {"f64": ir.DoubleType(), "f32": ir.FloatType(), "f16": ir.HalfType()}
-
-# NaN output policies (see module docstring).
-_CANON, _KEEP, _QUIET = "canonical", "keep", "quiet"
 
 
 def storage_type(fmt: str) -> ir.Type:
@@ -123,7 +53,7 @@ def storage_type(fmt: str) -> ir.Type:
         raise ValueError(f"unknown float format {fmt!r}; expected one of {sorted(FORMATS)}")
     if fmt in _FLOAT_STORAGE:
         return _FLOAT_STORAGE[fmt]
-    return ir.IntType(_F[fmt].width)
+    return ir.IntType(FLOAT_FORMATS[fmt].width)
 
 
 def convert_float(b: ir.IRBuilder, x: ir.Value, src: str, dst: str) -> ir.Value:
@@ -131,8 +61,8 @@ def convert_float(b: ir.IRBuilder, x: ir.Value, src: str, dst: str) -> ir.Value:
 
     ``x`` is a scalar or ``ir.VectorType`` of ``storage_type(src)``; the result
     has the same shape with element type ``storage_type(dst)``.  The result is
-    bit-identical to ``x.view(src).astype(dst)`` with NumPy / ml_dtypes dtypes
-    for every input bit pattern.  Emits no branches.
+    bit-identical to :func:`mutile.ir.semantics.convert` for every input bit
+    pattern: rounded once to nearest even.  Emits no branches.
     """
     for fmt in (src, dst):
         if fmt not in FORMATS:
@@ -146,31 +76,51 @@ def convert_float(b: ir.IRBuilder, x: ir.Value, src: str, dst: str) -> ir.Value:
         return _convert_hw(b, x, src, dst)
     ops = _Ops(b, x.type)
     bits = ops.to_bits(x, src)
-    S, D = _F[src], _F[dst]
-    policy = _nan_policy(src, dst)
+    S, D = FLOAT_FORMATS[src], FLOAT_FORMATS[dst]
+    policy = nan_policy(src, dst)
     if D.ebits >= S.ebits and D.mbits >= S.mbits:
         out = _widen(ops, bits, S, D, policy)
-    elif src == "f64" and dst != "f16":
-        # ml_dtypes casts f64 -> bf16/f8 through f32 (double rounding).  The
-        # canonical-NaN policy makes the f32 NaN payload irrelevant.
-        mid = ops.to_bits(b.fptrunc(x, ops.ty(ir.FloatType())), "f32")
-        out = _round(ops, mid, _F["f32"], D, policy)
     elif src in ("f32", "f64"):
         out = _round(ops, bits, S, D, policy)
     else:
-        mid = _widen(ops, bits, S, _F["f32"], _KEEP)
-        out = _round(ops, mid, _F["f32"], D, policy)
+        mid = _widen(ops, bits, S, FLOAT_FORMATS["f32"], KEEP)
+        out = _round(ops, mid, FLOAT_FORMATS["f32"], D, policy)
     return ops.from_bits(out, dst)
 
 
-def _nan_policy(src: str, dst: str) -> str:
-    """NaN payload policy matching NumPy / ml_dtypes for the pair."""
-    narrow = ("bf16", "f8e4m3", "f8e5m2")
-    if dst in narrow or src in ("f8e4m3", "f8e5m2") or (src, dst) == ("bf16", "f16"):
-        return _CANON
-    if (src, dst) in (("f32", "f64"), ("bf16", "f64"), ("f64", "f32")):
-        return _QUIET
-    return _KEEP
+def convert_int(b: ir.IRBuilder, x: ir.Value, signed: bool, dst: str) -> ir.Value:
+    """Emit IR converting the integer scalar/vector ``x`` to float format ``dst``.
+
+    Rounded once to nearest even (as :func:`mutile.ir.semantics.convert`): f32/f64
+    by ``sitofp``/``uitofp``; narrower formats from an exact f64 (a 64-bit
+    integer beyond 2**53 first rounded to odd at bit 11, exact in f64 and
+    rounding like the integer to any format of at most 51 bits).  Emits no
+    branches.
+    """
+    if dst not in FORMATS:
+        raise ValueError(f"unknown float format {dst!r}; expected one of {sorted(FORMATS)}")
+    ops = _Ops(b, x.type)
+    tofp = b.sitofp if signed else b.uitofp
+    if dst in ("f32", "f64"):
+        return tofp(x, ops.ty(_FLOAT_STORAGE[dst]))
+    if ops.width(x) > 53:
+        x = _round_to_odd(ops, x, signed, ops.width(x) - 53)
+    return convert_float(b, tofp(x, ops.ty(ir.DoubleType())), "f64", dst)
+
+
+def _round_to_odd(ops, x: ir.Value, signed: bool, k: int) -> ir.Value:
+    """``x`` if it fits 53 bits, else ``x`` rounded to odd at bit ``k``: the bits
+    below cleared, bit ``k`` set if any of them was (in two's complement too)."""
+    b = ops.b
+    w = ops.width(x)
+    low = ops.band(x, (1 << k) - 1)
+    sticky = b.shl(b.zext(b.icmp_unsigned("!=", low, ops.c(low, 0)), x.type), ops.c(x, k))
+    odd = b.or_(ops.band(x, ((1 << w) - 1) ^ ((1 << k) - 1)), sticky)
+    if signed:      # -2**53 <= x < 2**53  <=>  x + 2**53 < 2**54 (unsigned)
+        big = b.icmp_unsigned(">=", b.add(x, ops.c(x, 1 << 53)), ops.c(x, 1 << 54))
+    else:
+        big = b.icmp_unsigned(">=", x, ops.c(x, 1 << 53))
+    return b.select(big, odd, x)
 
 
 class _Ops:
@@ -204,7 +154,7 @@ class _Ops:
 
     def to_bits(self, x: ir.Value, fmt: str) -> ir.Value:
         if fmt in _FLOAT_STORAGE:
-            return self.b.bitcast(x, self.ity(_F[fmt].width))
+            return self.b.bitcast(x, self.ity(FLOAT_FORMATS[fmt].width))
         return x
 
     def from_bits(self, v: ir.Value, fmt: str) -> ir.Value:
@@ -247,7 +197,7 @@ class _Ops:
 def _convert_hw(b: ir.IRBuilder, x: ir.Value, src: str, dst: str) -> ir.Value:
     """f32 <-> f64 via fpext/fptrunc, NaN lanes rebuilt bit-exactly (quieted)."""
     ops = _Ops(b, x.type)
-    S, D = _F[src], _F[dst]
+    S, D = FLOAT_FORMATS[src], FLOAT_FORMATS[dst]
     if dst == "f64":
         y = b.fpext(x, ops.ty(ir.DoubleType()))
     else:
@@ -265,7 +215,7 @@ def _convert_hw(b: ir.IRBuilder, x: ir.Value, src: str, dst: str) -> ir.Value:
     return b.select(is_nan, ops.from_bits(nan, dst), y)
 
 
-def _widen(ops: _Ops, bits: ir.Value, S: _Fmt, D: _Fmt, policy: str) -> ir.Value:
+def _widen(ops: _Ops, bits: ir.Value, S: FloatFormat, D: FloatFormat, policy: str) -> ir.Value:
     """Exact conversion of ``S`` bits into the wider (IEEE) format ``D``.
 
     Requires ``D.ebits >= S.ebits`` and ``D.mbits >= S.mbits``; returns an
@@ -295,17 +245,17 @@ def _widen(ops: _Ops, bits: ir.Value, S: _Fmt, D: _Fmt, policy: str) -> ir.Value
         is_nan = ops.ugt(a, S.inf_bits)
     else:
         is_nan = ops.eq(a, S.abs_mask)
-    if policy == _CANON:
+    if policy == CANONICAL:
         nan = ops.c(a, D.qnan)
     else:
         nan = b.or_(b.shl(mant, ops.c(mant, dm)), ops.c(mant, D.inf_bits))
-        if policy == _QUIET:
+        if policy == QUIET:
             nan = b.or_(nan, ops.c(nan, D.quiet_bit))
     val = ops.sel(is_nan, nan, val)
     return b.or_(val, sign)
 
 
-def _round(ops: _Ops, bits: ir.Value, S: _Fmt, D: _Fmt, policy: str) -> ir.Value:
+def _round(ops: _Ops, bits: ir.Value, S: FloatFormat, D: FloatFormat, policy: str) -> ir.Value:
     """Round-to-nearest-even narrowing of ``S`` bits (f32/f64) into ``D``.
 
     Requires ``S.mbits > D.mbits`` and ``S.bias >= D.bias``; returns an
@@ -341,11 +291,11 @@ def _round(ops: _Ops, bits: ir.Value, S: _Fmt, D: _Fmt, policy: str) -> ir.Value
         r = ops.sel(b.icmp_unsigned(">=", r, ops.c(r, D.inf_bits)), ops.c(r, D.inf_bits), r)
     else:
         r = ops.sel(ops.ugt(r, D.max_finite), ops.c(r, D.qnan), r)
-    if policy == _CANON:
+    if policy == CANONICAL:
         nan = ops.c(r, D.qnan)
     else:
         payload = b.lshr(mant, ops.c(mant, sh0))
-        if policy == _QUIET:
+        if policy == QUIET:
             payload = b.or_(payload, ops.c(payload, D.quiet_bit))
         else:
             payload = b.or_(payload, b.zext(ops.eq(payload, 0), payload.type))

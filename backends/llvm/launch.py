@@ -6,7 +6,14 @@ splits the grid's linear program ids over ``num_threads`` threads (``os.cpu_coun
 by default) and calls ``<name>_programs`` from each through ctypes, which releases
 the GIL, so the threads run in parallel. Worker threads get a stack large enough
 for the kernel's tile buffers. The first fault (lowest program id) is raised as a
-:class:`mutile.errors.DeviceFault` pointing at the op's Python source line.
+:class:`mutile.errors.DeviceFault` pointing at the op's Python source line, with a
+``coredump`` dict (the program ids, the faulting access, the arrays' ranges).
+
+The main thread never runs kernel code: it waits for the workers, so Ctrl-C reaches it.
+On SIGINT (or when the watchdog's ``MUTILE_WATCHDOG`` seconds, default 600, have passed)
+it sets every thread's stop slot, which the kernel polls before each program and at
+every loop iteration; the launch then raises KeyboardInterrupt (or a DeviceFault naming
+the loop each program was in) and the workers are free for the next launch.
 
 Argument values: a pointer parameter takes a numpy array (or anything numpy can view
 without copying: buffer protocol, ``__array_interface__``, ``__dlpack__``) or an int
@@ -20,11 +27,17 @@ import ctypes
 import os
 import queue
 import threading
+import time
 
 import numpy as np
 
 from mutile.errors import DeviceFault, LaunchError
+from mutile.watchdog import WATCHDOG_ENV, watchdog_seconds
+from mutile.ir import semantics
+from mutile.ir import types as T
 from mutile.ir.types import PointerType
+
+from .lower_context import FAULT_STOP, STOP_SLOT
 
 FAULT_SLOTS = 8
 _STACK_LOCK = threading.Lock()
@@ -97,7 +110,9 @@ def pack_args(param_types, param_names, args, arg_ranges=None):
 def _scalar_bits(t, name, v) -> int:
     try:
         if t.is_floating():
-            bits = np.array(float(v), dtype=t.to_numpy()).view(f"u{max(1, t.bits // 8)}")
+            # one rounding from the exact double (mutile's rule, whatever ml_dtypes does)
+            val = semantics.convert(np.array([float(v)], np.float64), T.f64, t)
+            bits = np.asarray(val, dtype=t.to_numpy())[0].view(f"u{max(1, t.bits // 8)}")
             return _wrap64(int(bits))
         return _wrap64(int(v))
     except (TypeError, ValueError) as e:
@@ -117,6 +132,7 @@ def launch(kernel, args, grid, num_threads=None, arg_ranges=None) -> None:
     total = gx * gy * gz
     if total == 0:
         return
+    limit = watchdog_seconds()          # every check that can raise comes before the run
     slots, keep, ranges = pack_args(kernel.param_types, kernel.param_names, args, arg_ranges)
     nthreads = max(1, min(int(num_threads or os.cpu_count() or 1), total))
     faults = [(ctypes.c_int64 * FAULT_SLOTS)() for _ in range(nthreads)]
@@ -128,23 +144,64 @@ def launch(kernel, args, grid, num_threads=None, arg_ranges=None) -> None:
         fn(ctypes.addressof(slots), gx, gy, gz, lo, hi, ctypes.addressof(faults[i]))
 
     stack = kernel.frame_bytes + (1 << 20)
-    if nthreads == 1 and stack <= 4 << 20:
-        run(0)
-    else:
-        _run_threads(run, nthreads, stack)
+    stopped = _run_threads(run, nthreads, stack, faults, limit)
     if kernel.prints:
         _libc.fflush(None)
     del keep
-    hit = [f for f in faults if f[0] != 0]
+    hit = [f for f in faults if f[0] not in (0, FAULT_STOP)]
     if hit:
-        raise _fault(kernel, min(hit, key=lambda f: f[4]), ranges, (gx, gy, gz))
+        first = min(hit, key=lambda f: f[4])
+        raise _fault(kernel, first, ranges, (gx, gy, gz), slots,
+                     [f for f in hit if f is not first])
+    if stopped is not None:
+        raise _watchdog_fault(kernel, faults, (gx, gy, gz), total, stopped, limit)
+
+
+# ---------------------------------------------------------------- waiting, Ctrl-C, watchdog
+
+
+def _request_stop(faults) -> None:
+    for f in faults:
+        f[STOP_SLOT] = 1
+
+
+def _wait(get, n: int, faults, limit: float):
+    """Wait for ``n`` workers (``get(timeout)`` returns one's outcome, raises
+    queue.Empty) while the main thread stays responsive: Ctrl-C asks every worker to
+    stop at its next loop iteration or program, waits for them and re-raises; the
+    watchdog does the same after its limit. Returns None, or the seconds after which
+    the watchdog stopped the launch."""
+    t0 = time.monotonic()
+    stopped, errors, left = None, [], n
+    interrupted = None
+    while left:
+        try:                 # a signal may land anywhere in here: every path stops them
+            try:
+                out = get(0.05)
+            except queue.Empty:
+                if stopped is None and limit > 0 and time.monotonic() - t0 > limit:
+                    stopped = time.monotonic() - t0
+                    _request_stop(faults)
+                continue
+            left -= 1
+            if out is not None:  # pragma: no cover - ctypes calls do not raise
+                errors.append(out)
+        except BaseException as e:   # never leave while a worker uses the launch's memory
+            interrupted = interrupted or e
+            _request_stop(faults)
+    if interrupted is not None:
+        raise interrupted
+    if errors:  # pragma: no cover
+        raise errors[0]
+    return stopped
 
 
 class _Pool:
     """Persistent worker threads with large stacks (tile buffers live on the stack).
 
-    ``run(fns)`` calls each function on its own worker and waits for all of them; the
-    ctypes calls inside release the GIL, so the workers run in parallel.
+    ``run(fns, faults)`` calls each function on its own worker and waits for all of
+    them (see :func:`_wait`); the ctypes calls inside release the GIL, so the workers
+    run in parallel, and the main thread never runs kernel code, so it can take Ctrl-C.
     """
     STACK = 64 << 20              # virtual size; only the pages a kernel touches are used
 
@@ -173,50 +230,86 @@ class _Pool:
             finally:
                 threading.stack_size(old)
 
-    def run(self, fns) -> None:
+    def run(self, fns, faults, limit):
         with self.lock:                       # one launch at a time uses the workers
             self._grow(len(fns))
             done = queue.SimpleQueue()
-            for inbox, fn in zip(self.workers, fns):
-                inbox.put((fn, done))
-            errors = [e for e in (done.get() for _ in fns) if e is not None]
-        if errors:
-            raise errors[0]
+            sent = 0
+            try:
+                for inbox, fn in zip(self.workers, fns):
+                    inbox.put((fn, done))
+                    sent += 1
+            except BaseException:         # Ctrl-C while handing out work: stop what runs
+                _request_stop(faults)
+                _wait(lambda t: done.get(timeout=t), sent, faults, limit)
+                raise
+            return _wait(lambda t: done.get(timeout=t), sent, faults, limit)
 
 
 _POOL = _Pool()
 
 
-def _run_threads(run, n, stack_bytes) -> None:
-    """Run ``run(0) .. run(n-1)`` in parallel on threads whose stacks hold the kernel."""
+def _run_threads(run, n, stack_bytes, faults, limit):
+    """Run ``run(0) .. run(n-1)`` in parallel on threads whose stacks hold the kernel;
+    returns what :func:`_wait` returns."""
     fns = [lambda i=i: run(i) for i in range(n)]
     if stack_bytes <= _Pool.STACK // 2:
-        _POOL.run(fns)
-        return
+        return _POOL.run(fns, faults, limit)
     size = (stack_bytes + (1 << 20) + 0xFFFF) & ~0xFFFF
-    errors = []
+    done = queue.SimpleQueue()
 
     def target(fn):
         try:
             fn()
+            done.put(None)
         except BaseException as e:  # pragma: no cover
-            errors.append(e)
+            done.put(e)
 
+    started = 0
     with _STACK_LOCK:
         old = threading.stack_size(size)
         try:
-            threads = [threading.Thread(target=target, args=(fn,), daemon=True) for fn in fns]
-            for t in threads:
-                t.start()
+            for fn in fns:
+                threading.Thread(target=target, args=(fn,), daemon=True).start()
+                started += 1
+        except BaseException:             # Ctrl-C while starting them: stop what runs
+            _request_stop(faults)
+            _wait(lambda t: done.get(timeout=t), started, faults, limit)
+            raise
         finally:
             threading.stack_size(old)
-    for t in threads:
-        t.join()
-    if errors:
-        raise errors[0]
+    return _wait(lambda t: done.get(timeout=t), started, faults, limit)
 
 
-def _fault(kernel, f, ranges, grid) -> DeviceFault:
+def _watchdog_fault(kernel, faults, grid, total, seconds, limit) -> DeviceFault:
+    """The report of a launch the watchdog stopped: where each thread's program was."""
+    gx, gy, _ = grid
+    where, first = [], None
+    for f in faults:
+        if f[0] != FAULT_STOP:
+            continue
+        lin = int(f[4])
+        pid = (lin % gx, (lin // gx) % gy, lin // (gx * gy))
+        loc, desc = kernel.checks[int(f[1])]
+        first = first or loc
+        where.append(f"  program {pid}: in the {desc} at {loc}")
+    lines = "\n".join(where) or "  (between programs)"
+    err = DeviceFault(f"kernel '{kernel.name}': watchdog: still running after {seconds:.1f} s "
+                      f"({WATCHDOG_ENV}={limit:g}; it may loop forever: raise "
+                      f"{WATCHDOG_ENV} for longer runs, 0 turns it off); {total} programs "
+                      f"launched; stopped\n{lines}", first)
+    err.kind = FAULT_STOP
+    err.coredump = {"backend": "llvm", "kernel": kernel.name, "grid": list(grid),
+                    "watchdog_seconds": seconds,
+                    "stopped": [{"program": _pid(int(f[4]), grid),
+                                 "loop": str(kernel.checks[int(f[1])][0])}
+                                for f in faults if f[0] == FAULT_STOP]}
+    return err
+
+
+def _fault(kernel, f, ranges, grid, slots, others=()) -> DeviceFault:
+    """The DeviceFault of fault record ``f`` (with its core dump; ``others``: the records
+    of the other threads that faulted too)."""
     kind, check, addr, param, lin, elem = (int(f[i]) for i in (0, 1, 2, 3, 4, 5))
     gx, gy, _ = grid
     pid = (lin % gx, (lin // gx) % gy, lin // (gx * gy))
@@ -235,13 +328,39 @@ def _fault(kernel, f, ranges, grid) -> DeviceFault:
             name = kernel.param_names[k]
             lo, hi = ranges[k]
             size = max(1, kernel.param_types[k].element_ty.bits // 8)
+            base = int(slots[k]) & ((1 << 64) - 1)
             idx, length = (addr - lo) // size, (hi - lo) // size
-            msg = (f"{desc} out of bounds in {where} (tile element {elem}): element {idx} of "
-                   f"'{name}', which has {length} elements (address {addr:#x})")
+            if base == lo:
+                msg = (f"{desc} out of bounds in {where} (tile element {elem}): element {idx} "
+                       f"of '{name}', which has {length} elements (address {addr:#x})")
+            else:   # a view whose first element is not its lowest address (negative strides)
+                off = (addr - base) // size
+                msg = (f"{desc} out of bounds in {where} (tile element {elem}): offset {off} "
+                       f"from '{name}' (its first element), outside the offsets "
+                       f"{(lo - base) // size}..{(hi - base) // size - 1} that its array spans "
+                       f"(a view with negative strides; address {addr:#x})")
+                idx = off
         err = DeviceFault(msg, loc)
         err.param, err.index, err.length, err.address = name, idx, length, addr
     err.program, err.element, err.kind = pid, elem, kind
+    access = {"kind": "assertion" if kind == 2 else "out of bounds", "op": desc,
+              "program": list(pid), "tile_element": elem}
+    if kind != 2:
+        access.update(address=f"{err.address:#x}", parameter=err.param, element=err.index,
+                      length=err.length)
+    err.coredump = {
+        "backend": "llvm", "kernel": kernel.name, "grid": list(grid), "access": access,
+        "arrays": {n: [f"{r[0]:#x}", f"{r[1]:#x}"] for n, r, t in
+                   zip(kernel.param_names, ranges, kernel.param_types)
+                   if isinstance(t, PointerType) and r is not None},
+        "other_faulting_programs": [_pid(int(g[4]), grid) for g in others],
+    }
     return err
+
+
+def _pid(lin, grid):
+    gx, gy, _ = grid
+    return [lin % gx, (lin // gx) % gy, lin // (gx * gy)]
 
 
 def _nearest(kernel, ranges, addr):

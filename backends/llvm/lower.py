@@ -12,8 +12,10 @@ The kernel becomes two functions:
 zero-extended; floats: their bits in the low bits), then, for bounds checks, a
 ``[lo, hi)`` byte range per parameter (slots ``n + 2k`` and ``n + 2k + 1``).
 
-The fault record (i64 slots): kind (1 out of bounds, 2 assertion), check index, address,
-parameter index (-1 unknown), program id, element index within the tile.
+The fault record (i64 slots): kind (1 out of bounds, 2 assertion, 3 stopped), check index,
+address, parameter index (-1 unknown), program id, element index within the tile; slot 7
+is the launcher's stop request, polled before each program and at every loop iteration
+(Ctrl-C and the watchdog set it; a stopped loop records kind 3 with the loop's check).
 
 The lowering itself is a walk: each op's registered lowering (``@lowers``) runs in
 program order; this file only sets up the functions and the parameters.
@@ -32,7 +34,7 @@ from mutile.ir.types import DescType, PointerType, TileType
 from . import lower_control, lower_debug, lower_desc, lower_dot  # noqa: F401
 from . import lower_elementwise, lower_memory, lower_reduce, lower_shape  # noqa: F401
 from mutile.ir.analysis import Analysis
-from .lower_context import I32, I64, PTR, LowerContext
+from .lower_context import I32, I64, PTR, STOP_SLOT, LowerContext
 
 
 
@@ -87,7 +89,10 @@ def _programs_fn(module: ir.Module, name: str, program: ir.Function) -> ir.Funct
     b.position_at_end(head)
     lin = b.phi(I64, "lin")
     lin.add_incoming(start, entry)
-    b.cbranch(b.icmp_signed("<", lin, end), body, done)
+    flag = b.gep(fault, [ir.Constant(I64, STOP_SLOT)], source_etype=I64)
+    stop = b.icmp_signed("!=", b.load_atomic(flag, "monotonic", 8, typ=I64), ir.Constant(I64, 0))
+    more = b.and_(b.icmp_signed("<", lin, end), b.not_(stop))
+    b.cbranch(more, body, done)
     b.position_at_end(body)
     x = b.trunc(b.urem(lin, gx64), I32)
     rest = b.udiv(lin, gx64)

@@ -35,6 +35,10 @@ RECOMPUTE_OPS = 3  # a multi-use expression of at most this many light ops stays
 LOWERINGS, lowers = registry()     # op name -> lowering; @lowers("add", ...)
 
 
+FAULT_STOP = 3      # fault kind: stopped on the launcher's request (Ctrl-C, watchdog)
+STOP_SLOT = 7       # fault-record slot the launcher sets to ask a thread to stop
+
+
 class DescVal:
     """A tensor descriptor: base address (i64), dims and strides (i64, elements)."""
 
@@ -432,6 +436,18 @@ class LowerContext:
     def add_check(self, op, description: str) -> int:
         self.checks.append((op.loc, description))
         return len(self.checks) - 1
+
+    def poll_stop(self, op) -> None:
+        """Emit: if the launcher asked this thread to stop (``fault[STOP_SLOT]`` != 0,
+        set on Ctrl-C or by the watchdog), record a stop fault at ``op`` (a loop) and end
+        the program. One atomic load and a branch, once per loop iteration."""
+        b = self.b
+        flag = b.gep(self.fault_ptr, [ir.Constant(I64, STOP_SLOT)], source_etype=I64)
+        stop = b.icmp_signed("!=", b.load_atomic(flag, "monotonic", 8, typ=I64),
+                             ir.Constant(I64, 0))
+        with b.if_then(stop, likely=False):
+            check = self.add_check(op, f"{op.name} loop")
+            self.fault(FAULT_STOP, check, ir.Constant(I64, 0), -1, ir.Constant(I64, 0))
 
     def fault(self, kind: int, check: int, addr, param: int, elem) -> None:
         """Record a fault (kind, check index, address, param, element) and end the program."""

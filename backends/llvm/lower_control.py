@@ -182,6 +182,7 @@ def lower_for(ctx: LowerContext, op) -> None:
     i = b.load(iv)
     b.cbranch(_continue(ctx, i, ub, step, signed), loop, done)
     b.position_at_end(loop)
+    ctx.poll_stop(op)
     ctx.bind(body.args[0], i)
     for a, c in zip(body.args[1:], carriers):
         ctx.bind(a, c.load())
@@ -240,6 +241,7 @@ def lower_while(ctx: LowerContext, op) -> None:
     cond, *fwd = ctx.walk(before)
     b.cbranch(cond, loop, done)
     b.position_at_end(loop)
+    ctx.poll_stop(op)
     for a, v in zip(after.args, fwd):
         ctx.bind(a, v)
     store_all(ctx, carriers, ctx.walk(after))

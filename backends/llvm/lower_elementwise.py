@@ -16,6 +16,7 @@ from llvmlite import ir
 from mutile.ir import types as T
 from mutile.ir.ops import UNARY_FLOAT
 
+from . import fpconv
 from . import lower_math as mathops
 from .lower_context import I1, LowerContext, lowers
 from .lower_sep import sep_add, sep_cast, sep_of, sep_scale
@@ -227,10 +228,7 @@ def emit_cast(ctx, x, src, dst):
         y = ctx.to_compute(x, src)
         return _fp_to_int(ctx, y, dst, ctx.vtype(dst, n))
     if dst.is_floating():
-        mid = dst if dst in (T.f32, T.f64) else T.f32
-        fty = ctx.vtype(mid, n)
-        y = b.sitofp(x, fty) if _signed(src) else b.uitofp(x, fty)
-        return ctx.fconv(y, mid, dst)
+        return fpconv.convert_int(b, x, _signed(src), dst.name)
     return ctx.int_cast(x, ctx.repr_type(dst), _signed(src))
 
 

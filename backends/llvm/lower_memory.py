@@ -190,14 +190,59 @@ def check_chunk(ctx, check: int, addrs, active, es: int, origin, f) -> None:
     # the builder continues in the join block
 
 
+def _tile_inside(ctx, P, es: int, origin):
+    """Scalar i1: every address of pointer tile ``P`` (masked or not) lies inside its
+    array, from the tile's extreme addresses; None when ``P``'s addresses are not affine.
+    Computed in i128, so no address arithmetic can wrap."""
+    sep = P.sep if isinstance(P, SepVal) else None
+    if sep is None or any(p is not None and (p.terms or p.step is None) for p in sep.parts):
+        return None
+    b, W = ctx.b, ir.IntType(128)
+    zero = ir.Constant(W, 0)
+    lo_off = hi_off = zero
+    for p, n in zip(sep.parts, P.type.shape):
+        if p is None or n == 1:
+            continue
+        span = b.mul(b.sext(p.step, W), ir.Constant(W, n - 1))
+        neg = b.icmp_signed("<", span, zero)
+        lo_off = b.add(lo_off, b.select(neg, span, zero))
+        hi_off = b.add(hi_off, b.select(neg, zero, span))
+    unit = ir.Constant(W, sep.unit)
+    base = b.zext(sep.base, W)
+    lo = b.add(base, b.mul(lo_off, unit))
+    end = b.add(b.add(base, b.mul(hi_off, unit)), ir.Constant(W, es))
+    params = [origin] if origin is not None else [
+        k for k, a in enumerate(ctx.func.args) if isinstance(a.type, PointerType)]
+    ok = None
+    for k in params:
+        rlo, rhi = (b.zext(x, W) for x in ctx.param_range(k))
+        inside = b.and_(b.icmp_signed(">=", lo, rlo), b.icmp_signed("<=", end, rhi))
+        ok = inside if ok is None else b.or_(ok, inside)
+    return ok
+
+
 def check_tile(ctx, op, P, M, t) -> None:
-    """Check every active element of pointer tile ``P`` (mask ``M``) before an access."""
+    """Check every active element of pointer tile ``P`` (mask ``M``) before an access.
+
+    Emits a scalar test of the tile's extreme addresses first (affine pointer tiles):
+    when the whole tile lies inside its array, no element is checked; otherwise (a
+    masked tail, a real miss, or a gather) each active element is checked."""
     check = ctx.add_check(op, f"{op.name} of {t}")
     origin = ctx.analysis.origin(op.operands[0])
+    es = ctx.elem_size(t)
     w = ctx.chunk_width(P.type)
-    with ctx.for_chunks(P.type.numel, w, "chk") as f:
-        active = M.chunk(ctx, f, w) if M is not None else None
-        check_chunk(ctx, check, P.chunk(ctx, f, w), active, ctx.elem_size(t), origin, f)
+
+    def per_element():
+        with ctx.for_chunks(P.type.numel, w, "chk") as f:
+            active = M.chunk(ctx, f, w) if M is not None else None
+            check_chunk(ctx, check, P.chunk(ctx, f, w), active, es, origin, f)
+
+    inside = _tile_inside(ctx, P, es, origin)
+    if inside is None:
+        per_element()
+        return
+    with ctx.b.if_then(ctx.b.not_(inside), likely=False):
+        per_element()
 
 
 # ---------------------------------------------------------------- all-true masks

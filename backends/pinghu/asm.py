@@ -64,14 +64,31 @@ def _run_bounds(tok) -> tuple[int, int]:
     return int(a), int(b)
 
 
+class _Misnamed(Exception):
+    """A register or predicate token whose number is the zero register's (``R255`` is
+    not ``RZ`` in the text: R0 .. R254 exist), raised with the token."""
+
+    def __init__(self, msg: str, tok):
+        super().__init__(msg)
+        self.msg, self.tok = msg, tok
+
+
 def _named_reg(tok) -> int:
     s = str(tok)[1:]
-    return RZ if s == "Z" else int(s)
+    if s == "Z":
+        return RZ
+    if int(s) == RZ:
+        raise _Misnamed(f"register {tok} does not exist (R0 .. R{RZ - 1}, RZ)", tok)
+    return int(s)
 
 
 def _named_pred(tok) -> int:
     s = str(tok)[1:]
-    return PT if s == "T" else int(s)
+    if s == "T":
+        return PT
+    if int(s) == PT:
+        raise _Misnamed(f"predicate {tok} does not exist (P0 .. P{PT - 1}, PT)", tok)
+    return int(s)
 
 
 def _mem(c):
@@ -227,6 +244,12 @@ class _Assembler:
         self._count(v[0], "local", 0, 2**32 - 1, ".local is at most 2**32-1 bytes")
 
     def instr(self, tree, comment) -> None:
+        try:
+            self._instr(tree, comment)
+        except _Misnamed as e:
+            self.fail(e.msg, e.tok.line, e.tok.column)
+
+    def _instr(self, tree, comment) -> None:
         guard_tree, tok, *ops = tree.children
         ops = [o for o in ops if o is not None]
         if ".kernel" not in self.header:
@@ -320,3 +343,31 @@ def assemble(text: str, source: str = "<asm>") -> Program:
     """Assemble MUSA assembly ``text`` into a :class:`Program`; ``source`` names the text
     in error messages (a file path, or ``<asm>``)."""
     return _Assembler(text, source).run()
+
+
+def listing_text(data: bytes, source: str = "<asm>") -> str:
+    """The text of a listing file's bytes (line ends as ``Path.read_text`` makes them):
+    UTF-8, where bytes that are not UTF-8 are tolerated in comments (they read as
+    U+FFFD) and elsewhere raise the :class:`~.errors.AssemblyError` naming their line and
+    column."""
+    data = data.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        pass
+    lines = []
+    for n, raw in enumerate(data.split(b"\n"), 1):
+        try:
+            lines.append(raw.decode("utf-8"))
+            continue
+        except UnicodeDecodeError as e:
+            bad = e.start
+        cut = raw.find(b"//")
+        if 0 <= cut < bad:
+            lines.append(raw[:cut].decode("utf-8") + raw[cut:].decode("utf-8", "replace"))
+            continue
+        text = raw.decode("utf-8", "replace")
+        col = len(raw[:bad].decode("utf-8", "replace")) + 1
+        raise AssemblyError(f"byte 0x{raw[bad]:02x} is not UTF-8 text (only comments may "
+                            f"hold such bytes)", source, n, col, text)
+    return "\n".join(lines)

@@ -9,7 +9,8 @@ The tile goes to shared memory in compute form (narrow floats as f32). Then:
   as one run instruction per ``k`` over the thread's lines, carried from chunk to
   chunk, so results equal a sequential loop bit for bit; integers, exact in any order,
   take ``log2(kc)`` Hillis-Steele steps per chunk.
-* **split** (:func:`scan_split`, integers along the last axis): ``P`` lanes share a
+* **split** (:func:`scan_split`, integers along the last axis, or along any axis after
+  which every size is 1, e.g. axis 0 of a ``(BM, 1)`` tile): ``P`` lanes share a
   line, each scanning a piece in registers, then the piece totals across the lanes.
 
 Results go to a second shared area (only the lines' owners store), and every thread
@@ -67,7 +68,8 @@ SPLIT_REGS = 64     # most registers of one piece a thread scans in the split pa
 
 def split_pieces(cg: Codegen, shape: tuple, axis: int, w: int) -> int:
     """Threads ``P`` sharing one line in :func:`scan_split` (0: do not split): lines
-    along the last axis, ``P`` aligned lanes of a warp, a piece in registers."""
+    contiguous in memory (nothing after ``axis`` but sizes 1), ``P`` aligned lanes of a
+    warp, a piece in registers."""
     O, K, I = geometry(shape, axis)
     P = min(K, 32, max(1, cg.threads // O))
     if I > 1 or P < 4 or K // P * w > SPLIT_REGS:
@@ -75,13 +77,15 @@ def split_pieces(cg: Codegen, shape: tuple, axis: int, w: int) -> int:
     return P
 
 
-def scan_split(cg: Codegen, planes: Planes, mn: str, shape: tuple, P: int) -> tuple:
-    """Integer scan along the last axis, each line cut in ``P`` pieces held by ``P``
-    consecutive lanes: a Hillis-Steele scan of each piece over its run, of the piece
-    totals across the lanes (``SHFL.UP``, guarded by the lane's piece index), then the
-    exclusive prefix added to the piece. ``(stride, base)`` as :func:`scan_lines`."""
-    K = shape[-1]
-    L, kp, w = numel(shape) // K, K // P, planes.widths[0]
+def scan_split(cg: Codegen, planes: Planes, mn: str, shape: tuple, axis: int,
+               P: int) -> tuple:
+    """Integer scan along ``axis`` (contiguous lines, see :func:`split_pieces`), each
+    line cut in ``P`` pieces held by ``P`` consecutive lanes: a Hillis-Steele scan of
+    each piece over its run, of the piece totals across the lanes (``SHFL.UP``, guarded
+    by the lane's piece index), then the exclusive prefix added to the piece.
+    ``(stride, base)`` as :func:`scan_lines`."""
+    L, K, _ = geometry(shape, axis)
+    kp, w = K // P, planes.widths[0]
     stride, (src,) = stage(cg, planes, shape)
     dst = numel(shape) * stride
     cg.reserve_shared(2 * dst)
@@ -136,7 +140,7 @@ def lower_scan(cg: Codegen, op) -> None:
     comb = simple_combine(mn, w)
     P = 0 if ct.is_floating() else split_pieces(cg, shape, axis, w)
     if P:
-        stride, base = scan_split(cg, planes, mn, shape, P)
+        stride, base = scan_split(cg, planes, mn, shape, axis, P)
     else:
         stride, base = scan_lines(cg, planes, comb, shape, axis, exact=not ct.is_floating())
     res = cg.new_tile(shape, ct)

@@ -73,11 +73,14 @@ def generate(module, options: dict | None = None) -> Program:
 
     i1 values keep the predicates they were computed as, so masks need no conversions;
     if that leaves more predicates live than the machine has, the kernel is generated
-    again with masks re-derived from their 0/1 registers at each use."""
+    again with masks re-derived from their 0/1 registers at each use (unless one mask
+    alone needs more than the machine has: the error names the op that made it)."""
     options = dict(options or {})
     try:
         return _shared_planned(module, options)
-    except PredicatePressure:
+    except PredicatePressure as e:
+        if e.single:
+            raise
         return _shared_planned(module, dict(options, _cache_preds=False))
 
 

@@ -159,7 +159,8 @@ L_join:
   innermost reconvergence point. While lanes remain active they continue at the next
   instruction; when none remain, the warp pops the top entry: a divergence entry resumes
   its lanes at its pc, a reconvergence entry resumes its lanes (minus lanes that exited)
-  at its label and is removed.
+  at its label and is removed. A `SYNC` that lanes execute while their warp's stack is
+  empty has no point to wait at: the interpreter reports it as a device fault.
 - A loop whose lanes leave at different iterations: `SSY L_exit` before the loop,
   `@P_done SYNC` at the exit test, `BRA L_head` at the bottom, `L_exit:` after it.
 - `EXIT` finishes the executing lanes: they leave the active mask and every stack entry;

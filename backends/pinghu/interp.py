@@ -21,7 +21,9 @@ is waiting at the same barrier (BAR.SYNC.CNT: until its count of warps waits). T
 asynchronous engines (:mod:`.interp_async`: AsyncBarriers, TME copies, SQMMA) run as
 control-like steps; a warp at ASYNC.BAR.WAIT yields until its phase completes. When
 nothing can run, pending asynchronous work completes (TME loads land, SQMMAs finish);
-when nothing is pending either, a deadlock is reported.
+when nothing is pending either, a deadlock is reported. A launch whose state recurs
+without a global write, or that outlives ``MUTILE_WATCHDOG`` seconds, is stopped
+(:mod:`.interp_progress`); every fault carries a core dump (:mod:`.interp_coredump`).
 
 Where the time goes, and what keeps it down: an instruction over all threads is a few
 numpy passes over megabytes of registers, so the interpreter counts passes. Results are
@@ -40,21 +42,24 @@ runs over 8192 threads; a single-register instruction costs ~6-12 us.
 """
 from __future__ import annotations
 
-import os
 import struct
+import time
 
 import ml_dtypes
 import numpy as np
 
 from mutile.errors import DeviceFault, LaunchError
 
+from . import interp_lsu  # noqa: F401  (its rows register; the other modules' below)
 from .disasm import format_instruction, label_names
 from .interp_async import AsyncUnit, release_counted, report_deadlock
+from .interp_coredump import coredump
 from .interp_debug import Printer
 from .interp_mem import GlobalMemory, LocalMemory, Region, SharedMemory, SharedSanitizer
-from .interp_ops import build, pred_reader
-from .interp_warp import LANES, Control
-from .machine import EXIT_ROW, Machine, Stats
+from .interp_ops import Control, build, pred_reader
+from .interp_progress import Progress
+from .interp_warp import LANES
+from .machine import EXIT_ROW, PINGHU, Machine, Stats
 from .operands import PT, RZ, Comment, Pred, PredRun, Reg, Run
 from .program import LOC_COMMENT, Program, registers_used
 
@@ -69,7 +74,7 @@ _FLOAT_PARAMS = {"f16": np.float16, "bf16": ml_dtypes.bfloat16, "f32": np.float3
 # ---------------------------------------------------------------- decoding
 class Step:
     """One decoded instruction: ``run(st, sel)`` (data rows) or ``control`` (a
-    :class:`~.interp_warp.Control`), the guard reader (None: unguarded), ``never`` for
+    :class:`~.interp_ops.Control`), the guard reader (None: unguarded), ``never`` for
     ``@!PT``, the ISA ``text`` and the ``source`` comment that located it."""
     __slots__ = ("pc", "ins", "row", "run", "control", "guard", "never", "text", "source",
                  "writes")
@@ -110,7 +115,7 @@ class Decoded:
                     source = item.text
             self.steps.append(Step(pc, ins, format_instruction(ins, names, comment=False),
                                    source))
-        regs = max(program.regs, registers_used(program.instructions), 1)
+        regs = self.regs = max(program.regs, registers_used(program.instructions), 1)
         self.columns = -(-regs // 4) * 4
         self.preds = 1 + max([_top_pred(v) for ins in program.instructions
                               for v in (*ins.operands, ins.guard)], default=0)
@@ -210,6 +215,7 @@ class State:
         self.stack_pc = np.zeros((W, 4), np.int64)
         self.stack_mask = np.zeros((W, 4), np.uint32)
         self.asyn = AsyncUnit(self)
+        self.culprit = None       # (warp, lanes or None, pc) a fault names: core dump
 
     def _special_registers(self) -> dict:
         t, gx, gy, gz = self.threads, *self.grid
@@ -271,6 +277,7 @@ class State:
                f"  block ({x}, {y}, {z}), warp {tib // 32}, lane {tib % 32} (thread {tib} "
                f"of the block){el}\n  {self._where(self.pc)}")
         err = DeviceFault(msg, self.dec.steps[self.pc].ins.loc)
+        self.culprit = (blk * self.warps_per_block + tib // 32, [tib % 32], self.pc)
         attrs = {"param": None, "index": None, "length": None, "address": None}
         attrs.update(info or {})
         attrs.update(program=(x, y, z), warp=tib // 32, lane=tib % 32, element=element,
@@ -346,22 +353,12 @@ class State:
         where = ", ".join(f"warp {w % self.warps_per_block} at pc {p}" for w, p in
                           zip(ws.tolist(), pcs.tolist()))
         self.pc = int(pcs[0])
+        odd = int(np.argmax(pcs != pcs[0]))
+        self.culprit = (int(ws[odd]), None, int(pcs[odd]))
         raise DeviceFault(f"kernel '{self.name}': warps of block {self.block_coords(blk)} "
                           f"met at one barrier from different BAR.SYNC instructions "
                           f"({where})\n  {self._where(int(pcs[0]))}\n  "
                           f"{self._where(int(pcs[-1]))}", self.dec.steps[int(pcs[0])].ins.loc)
-
-    def watchdog(self):
-        """Raise the DeviceFault of a launch that ran out of scheduling steps (it may
-        loop forever): where its running warps are."""
-        live = np.flatnonzero(self.status != DONE)
-        pcs = sorted(set(self.pcs[live].tolist()))[:4]
-        p = min(pcs[0], len(self.dec.steps) - 1)
-        where = "\n".join(f"  {self._where(min(q, len(self.dec.steps) - 1))}" for q in pcs)
-        raise DeviceFault(f"kernel '{self.name}': watchdog: {watchdog_limit()} scheduling "
-                          f"steps without finishing (it may loop forever; raise "
-                          f"{WATCHDOG_ENV} to allow longer runs); {live.size} warp(s) still "
-                          f"running, at\n{where}", self.dec.steps[p].ins.loc)
 
     def deadlock(self):
         """Raise the DeviceFault describing warps that wait forever."""
@@ -369,86 +366,92 @@ class State:
 
 
 # ---------------------------------------------------------------- the event loop
-WATCHDOG_ENV = "MUTILE_WATCHDOG"
+def _run(st: State, machine: Machine, started: float) -> None:
+    """Run wave ``st`` to its end, one scheduling step after another; the no-progress
+    detector and the watchdog (:mod:`.interp_progress`) look in at the marks they set."""
+    issue = machine.on_issue
+    watch = Progress(st, machine, lambda rec: _step(st, machine, rec), started)
+    steps, mark = 0, watch.first_mark()
+    while not _step(st, machine, issue):
+        steps += 1
+        if steps >= mark:
+            mark = watch.tick(steps)
 
 
-def watchdog_limit() -> int:
-    """Scheduling steps a launch may take before it is reported as never finishing
-    (``MUTILE_WATCHDOG``; a step runs one or more instructions)."""
-    return int(os.environ.get(WATCHDOG_ENV) or 1_000_000)
-
-
-def _run(st: State, machine: Machine) -> None:
+def _step(st: State, machine: Machine, issue) -> bool:
+    """One scheduling step: the converged fast path while every live warp is at one pc,
+    then one instruction for the runnable warps at the smallest pc (or a completion
+    event, or the deadlock report). True when the wave is done."""
     steps = st.dec.steps
     n_ins = len(steps)
-    issue = machine.on_issue
-    budget = watchdog_limit()
-    while True:
-        budget -= 1
-        if budget < 0:
-            st.watchdog()
-        live = np.flatnonzero(st.status != DONE)
-        if not live.size:
-            st.asyn.finish()
-            return
-        pcs = st.pcs[live]
-        p = int(pcs.min())
-        if p == pcs.max() and (st.status[live] == RUN).all() and (st.active[live] == FULL).all():
-            p = _converged(st, live, p, steps, issue)
-            st.pcs[live] = p
-        runnable = live[st.status[live] == RUN]
-        if not runnable.size:
-            if st.asyn.settle():                # a completion event: async work lands
-                continue
-            st.deadlock()
-        pcs = st.pcs[runnable]
-        p = int(pcs.min())
-        warps = runnable[pcs == p]
-        if p >= n_ins:                          # running past the end is EXIT
-            st.exited[warps] |= st.active[warps]
-            st.active[warps] = 0
-            st.pop(warps)
-            st.asyn.exited(warps)
-            issue(n_ins, EXIT_ROW, warps)
-            st.release(warps, machine)
-            continue
-        s = steps[p]
-        st.pc = p
-        sel = st.select(warps, exact=s.control is not None)
-        if s.control is not None:
-            _control(st, s, warps, sel, machine)
-        else:
-            if not s.never:
-                if s.guard is not None:
-                    sel = sel.with_mask(s.guard(st, sel.threads))
-                if sel.mask is None or sel.mask.any():
-                    s.run(st, sel)
-                    if s.writes is not None:
-                        st.stamp(s.writes)
-            st.pcs[warps] = p + 1
-        issue(p, s.row, warps)
+    live = np.flatnonzero(st.status != DONE)
+    if not live.size:
+        st.asyn.finish()
+        return True
+    pcs = st.pcs[live]
+    p = int(pcs.min())
+    if p == pcs.max() and (st.status[live] == RUN).all() and (st.active[live] == FULL).all():
+        p = _converged(st, live, p, steps, issue)
+        st.pcs[live] = p
+    runnable = live[st.status[live] == RUN]
+    if not runnable.size:
+        if st.asyn.settle():                # a completion event: async work lands
+            return False
+        st.deadlock()
+    pcs = st.pcs[runnable]
+    p = int(pcs.min())
+    warps = runnable[pcs == p]
+    if p >= n_ins:                          # running past the end is EXIT
+        st.exited[warps] |= st.active[warps]
+        st.active[warps] = 0
+        st.pop(warps)
+        st.asyn.exited(warps)
+        issue(n_ins, EXIT_ROW, warps)
+        st.release(warps, machine)
+        return False
+    s = steps[p]
+    st.pc = p
+    sel = st.select(warps, exact=s.control is not None)
+    if s.control is not None:
+        _control(st, s, warps, sel, machine)
+    else:
+        if not s.never:
+            if s.guard is not None:
+                sel = sel.with_mask(s.guard(st, sel.threads))
+            if sel.mask is None or sel.mask.any():
+                s.run(st, sel)
+                if s.writes is not None:
+                    st.stamp(s.writes)
+        st.pcs[warps] = p + 1
+    issue(p, s.row, warps)
+    return False
 
 
 def _converged(st: State, warps: np.ndarray, p: int, steps, issue) -> int:
     """Run data instructions for ``warps`` (all at pc ``p``, all lanes active) until a
-    control instruction or the end; returns the pc reached."""
+    control instruction or the end; returns the pc reached (a fault leaves the warps'
+    pcs at its instruction, for the core dump)."""
     sel = st.select(warps)
     n_ins = len(steps)
-    while p < n_ins:
-        s = steps[p]
-        if s.control is not None:
-            return p
-        st.pc = p
-        if s.guard is not None:
-            g = s.guard(st, sel.threads)
-            if g.any():
-                s.run(st, sel.with_mask(g))
-        elif not s.never:
-            s.run(st, sel)
-        if s.writes is not None:
-            st.stamp(s.writes)
-        issue(p, s.row, warps)
-        p += 1
+    try:
+        while p < n_ins:
+            s = steps[p]
+            if s.control is not None:
+                return p
+            st.pc = p
+            if s.guard is not None:
+                g = s.guard(st, sel.threads)
+                if g.any():
+                    s.run(st, sel.with_mask(g))
+            elif not s.never:
+                s.run(st, sel)
+            if s.writes is not None:
+                st.stamp(s.writes)
+            issue(p, s.row, warps)
+            p += 1
+    except DeviceFault:
+        st.pcs[warps] = p
+        raise
     return p
 
 
@@ -486,6 +489,8 @@ def _control(st: State, s: Step, warps: np.ndarray, sel: Sel, machine: Machine) 
     # SYNC / EXIT: the executing lanes leave the active mask
     if c.kind == "EXIT":
         st.exited[warps] |= ex
+    elif np.count_nonzero(st.depth[warps]) < warps.size:        # cheap; rare
+        _lost_sync(st, warps, ex, sel)
     rest = act & ~ex
     go = rest != 0
     st.active[warps[go]] = rest[go]
@@ -493,6 +498,20 @@ def _control(st: State, s: Step, warps: np.ndarray, sel: Sel, machine: Machine) 
     st.pop(warps[~go])
     st.asyn.exited(warps)
     st.release(warps, machine)          # warps that finished no longer hold a barrier
+
+
+def _lost_sync(st: State, warps: np.ndarray, ex: np.ndarray, sel: Sel) -> None:
+    """Fault for the first warp whose lanes execute SYNC with an empty reconvergence
+    stack (if any: some warps at depth 0 may not execute it): they would wait for a
+    reconvergence point that no SSY set."""
+    bad = (ex != 0) & (st.depth[warps] == 0)
+    if not bad.any():
+        return
+    j = int(np.argmax(bad))
+    lane = int(np.argmax(_lanes(ex[j:j + 1])[0]))
+    i = int(np.flatnonzero(sel.thread_array() == int(warps[j]) * 32 + lane)[0])
+    st.fault(sel, i, None, "SYNC with an empty reconvergence stack: no SSY set a point for "
+             "these lanes to wait at, so they would never run again")
 
 
 # ---------------------------------------------------------------- launching
@@ -523,11 +542,18 @@ def _bind(program: Program, args) -> tuple[np.ndarray, GlobalMemory]:
     return np.frombuffer(bank, np.uint8).copy(), GlobalMemory(regions)
 
 
-def _grid(grid) -> tuple[int, int, int]:
+def _grid(grid, name: str) -> tuple[int, int, int]:
+    """``grid`` as (x, y, z), checked against Pinghu's limits
+    (:attr:`~.machine.MachineParams.max_grid`)."""
     g = (grid,) if isinstance(grid, int) else tuple(grid)
     g = tuple(int(x) for x in g) + (1,) * (3 - len(g))
     if len(g) != 3 or min(g) < 0:
         raise LaunchError(f"grid {grid!r}: up to three non-negative sizes")
+    for axis, n, top in zip("xyz", g, PINGHU.max_grid):
+        if n > top:
+            raise LaunchError(f"kernel '{name}': grid {g}: {n} blocks along {axis} exceed "
+                              f"Pinghu's limit of {top} (x <= {PINGHU.max_grid[0]}, y and "
+                              f"z <= {PINGHU.max_grid[1]})")
     return g
 
 
@@ -544,11 +570,15 @@ def execute(program: Program, args, grid, sanitize: bool = False,
     :class:`~.machine.Machine`). ``debug``: the kernel's print formats and assertion
     messages (see :mod:`.interp_debug`); print records are printed after the launch (or
     before a fault is raised). Returns the machine's :class:`~.machine.Stats`. Raises
-    :class:`~mutile.errors.DeviceFault` on a bad memory access, a failed assertion or a
-    deadlock.
+    :class:`~mutile.errors.LaunchError` for a grid past Pinghu's limits and
+    :class:`~mutile.errors.DeviceFault` on a bad memory access, a failed assertion, a
+    deadlock, a launch that makes no progress or outlives the watchdog
+    (:mod:`.interp_progress`); the fault's ``coredump`` holds the machine's state then
+    (:mod:`.interp_coredump`).
     """
     dec = decode(program)
-    g = _grid(grid)
+    name = kernel_name or program.name
+    g = _grid(grid, name)
     cbank, glob = _bind(program, args)
     machine = machine or Machine()
     params = machine.params
@@ -559,14 +589,18 @@ def execute(program: Program, args, grid, sanitize: bool = False,
     wave = max(1, min(params.max_resident_threads // program.threads,
                       (1 << 30) // max(per_block, 1)))
     printer = Printer(debug if debug is not None else getattr(program, "debug", None))
+    started = time.monotonic()
     try:
         with np.errstate(all="ignore"):         # IEEE results, C integer semantics
             for first in range(0, nblocks, wave):
                 ids = np.arange(first, min(first + wave, nblocks))
-                st = State(program, dec, kernel_name or program.name, g, ids, cbank, glob,
-                           sanitize, printer)
+                st = State(program, dec, name, g, ids, cbank, glob, sanitize, printer)
                 machine.on_wave(ids, st.nwarps)
-                _run(st, machine)
+                try:
+                    _run(st, machine, started)
+                except DeviceFault as e:
+                    e.coredump = coredump(st, e, machine)
+                    raise
     finally:
         printer.flush(g)
     return machine.on_finish()

@@ -2,7 +2,7 @@
 barriers, fences, and the scheduling glue of the asynchronous engines (TME copies in
 :mod:`.interp_tme`, the SQMMA unit in :mod:`.interp_sqmma`).
 
-Every row here is a *control-like* step (:class:`~.interp_warp.Control` of kind ASYNC):
+Every row here is a *control-like* step (:class:`~.interp_ops.Control` of kind ASYNC):
 the scheduler runs it once for the warps at its pc, outside the converged fast path, and
 it moves their pcs itself (a warp that waits stays at its ASYNC.BAR.WAIT with status
 ``ABAR``). Per wave (:class:`~.interp.State`) an :class:`AsyncUnit` keeps every block's
@@ -23,8 +23,7 @@ import numpy as np
 
 from mutile.errors import DeviceFault
 
-from .interp_ops import impl
-from .interp_warp import Control
+from .interp_ops import Control, impl
 from .operands import RZ, IntImm, Reg, Run
 
 RUN, BAR, DONE, ABAR = 0, 1, 2, 3       # warp status (interp.py uses the first three)
@@ -116,11 +115,16 @@ def stepping_row(fn):
 # ---------------------------------------------------------------- the unit
 class Engine:
     """One asynchronous engine of a wave (``KEY`` names it in ``st.asyn.engines``):
-    ``busy`` (work pending), ``settle`` (complete it at a completion event)."""
+    ``busy`` (work pending), ``settle`` (complete it at a completion event),
+    ``fingerprint`` (its pending work into a hash, for :mod:`.interp_progress`)."""
     KEY = ""
 
     def __init__(self, st):
         self.st = st
+
+    def fingerprint(self, h) -> None:
+        """Feed everything that decides this engine's future work to hash ``h``."""
+        raise NotImplementedError
 
     @classmethod
     def of(cls, st) -> "Engine":
@@ -334,6 +338,9 @@ def report_deadlock(st):
     if len(blocked) > 4:
         lines.append(f"  ... and {len(blocked) - 4} more blocked blocks")
     lines += [f"  {where(st, pc)}" for pc in pcs]
+    first = int(blocked[0])
+    g = first * wpb + int(np.argmax((st2[first] == BAR) | (st2[first] == ABAR)))
+    st.culprit = (g, None, int(st.pcs[g]))              # for the core dump
     raise DeviceFault(f"kernel '{st.name}': deadlock: no warp can make progress; "
                       f"{len(blocked)} block(s) wait at barriers that can never complete\n"
                       + "\n".join(lines), st.dec.steps[pcs[0]].ins.loc)

@@ -462,6 +462,7 @@ def _store(ins):
         w = np.broadcast_to(words(st, sel.threads), (k, nw, n))
         if glob:
             region, idx = got
+            st.glob.writes += 1
             v, idx = _values(w, nbytes), np.broadcast_to(idx, (k, n))
             if mask is not None:
                 mask = np.broadcast_to(mask, (k, n))

@@ -84,10 +84,12 @@ class Region:
 
 
 class GlobalMemory:
-    """The regions of one launch, sorted by virtual address."""
+    """The regions of one launch, sorted by virtual address; ``writes`` counts the
+    instructions and copies that stored to them (the no-progress detector's clue)."""
 
     def __init__(self, regions: list[Region]):
         self.regions = regions
+        self.writes = 0
         self.starts = np.array([r.start for r in regions] or [0], np.int64)
         self.ends = np.array([r.start + r.size for r in regions] or [0], np.int64)
 
@@ -140,6 +142,7 @@ def _global(st, sel, ins, addr, mask, nbytes, vals=None):
     if not a.size:
         return a, pick
     what = "store" if vals is not None else "load"
+    g.writes += vals is not None
     lo, hi = int(a.min()), int(a.max())
     one = g.locate(np.array([lo, hi]), nbytes)
     if one[0] >= 0 and one[0] == one[1] and (hi + nbytes <= g.ends[one[0]]):

@@ -18,9 +18,13 @@ conversion; numpy's shifts already follow its rule for counts of at least the wi
 the interpreter computes what the llvm backend computes. When every selected element
 writes and the threads are a slice, results are computed straight into the destination
 rows (``elementwise``'s ``into``).
-:data:`IMPLS` maps every family of the table to its builder (a test checks every row).
+:data:`IMPLS` maps every family of the table to its builder (a test checks every row);
+the other families' modules (:mod:`.interp_lsu`, :mod:`.interp_warp`, :mod:`.interp_debug`,
+:mod:`.interp_async` and its engines) register theirs when :mod:`.interp` imports them.
 """
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -58,6 +62,18 @@ def build(ins):
     """The closure (or control descriptor) executing ``ins``; KeyError if the family has
     no builder."""
     return IMPLS[ins.op.family](ins)
+
+
+@dataclass(frozen=True)
+class Control:
+    """A control-flow row for the scheduler: ``kind`` is BRA, SSY, SYNC, EXIT, BAR or
+    ASYNC; ``target`` the branch/reconvergence pc, ``bar`` the barrier id; ASYNC rows
+    (:mod:`.interp_async`) are run by ``fn(st, step, warps, executing lane masks,
+    machine)``, which also moves the warps' pcs."""
+    kind: str
+    target: int = -1
+    bar: int = -1
+    fn: object = None
 
 
 # ---------------------------------------------------------------- operand access
@@ -494,7 +510,3 @@ def _s2r(ins):
 @impl("NOP")
 def _nop(ins):
     return lambda st, sel: None
-
-
-from . import interp_debug, interp_lsu, interp_warp  # noqa: E402,F401  (more families)
-from . import interp_async  # noqa: E402,F401  (AsyncBarriers, TME, SQMMA)

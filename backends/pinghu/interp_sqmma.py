@@ -196,6 +196,12 @@ class SqmmaUnit(Engine):
     def busy(self) -> bool:
         return bool(self.pending)
 
+    def fingerprint(self, h) -> None:
+        for p in self.pending:
+            h.update(int(p.pc).to_bytes(8, "little"))
+            for a in (p.warps, p.da, p.db):
+                h.update(np.ascontiguousarray(a))
+
     def settle(self) -> None:
         self.complete(None)
 

@@ -246,6 +246,7 @@ def read_global(st, c: Copies, inside, size: int) -> np.ndarray:
 
 def write_global(st, c: Copies, inside, size: int, vals) -> None:
     """Store the elements inside the tensor."""
+    st.glob.writes += 1
     region = _regions(st, c, size, "store")
     for ri in np.unique(region[region >= 0]).tolist():
         rows = region == ri
@@ -272,6 +273,14 @@ class TmeEngine(Engine):
 
     def busy(self) -> bool:
         return bool(self.loads)
+
+    def fingerprint(self, h) -> None:
+        for kind, batches in ((b"L", self.loads), (b"S", self.stores)):
+            for c in batches:
+                h.update(kind + repr((c.pc, c.rank, c.box, c.swizzle)).encode())
+                for f in Copies.FIELDS:
+                    if f != "ids" and getattr(c, f) is not None:
+                        h.update(np.ascontiguousarray(getattr(c, f)))
 
     def settle(self) -> None:
         """Land every pending load (grouped by pc and element type), then complete the

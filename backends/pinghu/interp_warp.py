@@ -1,18 +1,16 @@
 """Instructions that act on whole warps: shuffles, warp-level MMA, and the control-flow
 rows (branches, reconvergence, exit, barriers), which the scheduler in :mod:`.interp`
-executes from the :class:`Control` descriptors built here.
+executes from the :class:`~.interp_ops.Control` descriptors built here.
 
 Selections always hold whole warps (32 consecutive threads each), so a register read
 (elements, threads) reshapes to ``(elements, warps, 32 lanes)``.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
 from .interp_math import fma_f32
-from .interp_ops import elements, impl, reader, writer
+from .interp_ops import Control, elements, impl, reader, writer
 from .operands import IntImm, Run
 from .wmma import coords
 
@@ -188,18 +186,6 @@ def _wmma(ins):
 
 
 # ---------------------------------------------------------------- control flow
-@dataclass(frozen=True)
-class Control:
-    """A control-flow row for the scheduler: ``kind`` is BRA, SSY, SYNC, EXIT, BAR or
-    ASYNC; ``target`` the branch/reconvergence pc, ``bar`` the barrier id; ASYNC rows
-    (:mod:`.interp_async`) are run by ``fn(st, step, warps, executing lane masks,
-    machine)``, which also moves the warps' pcs."""
-    kind: str
-    target: int = -1
-    bar: int = -1
-    fn: object = None
-
-
 @impl("BRA", "SSY")
 def _branch(ins):
     return Control(ins.op.mnemonic, target=ins.operands[0].pc)

@@ -134,7 +134,7 @@ for _t in ("F32", "F64"):
 FLOATS = ("F64", "F32", "F16", "BF16", "F8E4M3", "F8E5M2")
 INTS = ("S64", "U64", "S32", "U32", "S16", "U16", "S8", "U8")
 _RULE = {
-    (True, True): "a rounded to nearest even (ml_dtypes' rounding; widening is exact)",
+    (True, True): "a rounded once to nearest even from its exact value (widening is exact)",
     (False, True): "a rounded to nearest even",
     (True, False): "a truncated toward zero; NaN gives 0, out of range saturates",
     (False, False): "a modulo 2**bits of the result type (sign-/zero-extended to the register)",

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from mutile.errors import CompilationError
 
-from .asm import assemble
+from .asm import assemble, listing_text
 from .disasm import disassemble
 from .encoding import decode, encode
 from .errors import AssemblyError
@@ -90,9 +90,8 @@ def _override(program: Program) -> tuple[Program, str] | None:
     path = Path(folder) / f"{program.name}.musa"
     if not path.is_file():
         return None
-    text = path.read_text()
     try:
-        edited = assemble(text, source=str(path))
+        edited = assemble(listing_text(path.read_bytes(), str(path)), source=str(path))
     except AssemblyError as e:
         raise CompilationError(f"override {path}: {e}") from None
     mine = [(p.name, p.type, p.offset) for p in program.params]

@@ -3,7 +3,7 @@
 The public facts (warp of 32, WarpSquad of 4 warps, 192 KiB shared memory per block,
 255 registers per thread, 64 AsyncBarrier ids) come from Moore Threads' public code.
 Everything marked ASSUMED is not public: it is a modelling assumption made here, in this
-one file, and nowhere else (clock, MP count, latencies).
+one file, and nowhere else (clock, MP count, latencies, grid limits).
 
 :class:`Machine` is the seam a cycle model attaches to: the interpreter's event loop calls
 ``on_launch`` once per launch, ``on_wave`` per wave of resident blocks, ``on_issue`` for
@@ -44,6 +44,9 @@ class MachineParams:
         # ASSUMED: issue-to-completion of the asynchronous engines (a TME tile copy, an
         # AsyncBarrier operation, an SQMMA, a fence)
         "tme": 500, "async_bar": 20, "sqmma": 64, "fence": 10})
+    # Blocks per launch along x, y, z. ASSUMED (not found in Moore Threads' public code):
+    # CUDA's limits, x <= 2**31 - 1, y and z <= 65535, as MUSA's runtime API mirrors CUDA's.
+    max_grid: tuple = (2**31 - 1, 65535, 65535)
     # Interpreter limit, not hardware: blocks resident at once (threads across them).
     max_resident_threads: int = 65536
 
@@ -98,6 +101,10 @@ class Machine:
     def on_barrier(self, blocks: np.ndarray, bars: np.ndarray, pcs: np.ndarray) -> None:
         """Barriers ``bars`` of (wave-local) ``blocks`` release their warps, waiting at
         ``pcs`` (arrays, one entry per block)."""
+
+    def retired(self) -> int:
+        """Warp-instructions executed so far in this launch."""
+        return sum(self._by_pc)
 
     def on_finish(self) -> Stats:
         """The launch ended; returns the statistics."""

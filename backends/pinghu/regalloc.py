@@ -29,7 +29,17 @@ SCRATCH = 32          # registers reserved for spilled operands when anything sp
 
 
 class PredicatePressure(CompilationError):
-    """More predicates live at once than the machine has (predicates never spill)."""
+    """More predicates live at once than the machine has (predicates never spill);
+    ``single``: one mask alone needs more than all of them."""
+    single = False
+
+
+class _Full(Exception):
+    """:func:`_allocate` without spilling found no room for block ``v``."""
+
+    def __init__(self, v):
+        super().__init__(v)
+        self.v = v
 
 
 @dataclass
@@ -106,7 +116,8 @@ ASYNC_WEIGHT = 1 << 60
 def _allocate(iv: dict, kind: str, budget: int, can_spill: bool, weight=None):
     """Linear scan. When a block does not fit, spill the cheapest blocks (by ``weight``)
     among the live ones and itself until it fits (a block is spilled for its whole life;
-    registers it held earlier simply stay unused)."""
+    registers it held earlier simply stay unused); without ``can_spill``, raise
+    :class:`_Full` naming the block."""
     order = sorted((v for v in iv if v.kind == kind), key=lambda v: (iv[v][0], v.id))
     free = [True] * budget
     active: list = []
@@ -133,7 +144,7 @@ def _allocate(iv: dict, kind: str, budget: int, can_spill: bool, weight=None):
         slot = _first_fit(free, v.nregs, max(v.align, 1))
         if slot is None:
             if not can_spill:
-                return None
+                raise _Full(v)
             mine = (weight or {}).get(v, 0)
             victims = []
             trial = list(free)
@@ -210,13 +221,15 @@ def allocate(code: list[VIns], loc=None, pinned=(), budget: int = BUDGET) -> All
         raise CompilationError(f"pinghu codegen: a register budget of {budget} is outside "
                                f"{SCRATCH + 8} .. {BUDGET}", loc)
     iv = intervals(code, pinned)
-    preds = _allocate(iv, "P", PRED_BUDGET, False)
-    if preds is None:
-        raise PredicatePressure("pinghu codegen: more than 255 predicates live at once", loc)
-    first = _allocate(iv, "R", budget, False)
-    if first is not None:
-        where, _, _, top = first
+    try:
+        preds = _allocate(iv, "P", PRED_BUDGET, False)
+    except _Full as e:
+        raise _pred_pressure(code, iv, e.v, loc) from None
+    try:
+        where, _, _, top = _allocate(iv, "R", budget, False)
         return Allocation(where, {}, preds[0], 0, 0, top, budget)
+    except _Full:
+        pass
     base = (budget - SCRATCH) & ~3          # the scratch area starts quad-aligned
     weights = spill_weights(code)
     where, spilled, local, top = _allocate(iv, "R", base, True, weights)
@@ -225,6 +238,20 @@ def allocate(code: list[VIns], loc=None, pinned=(), budget: int = BUDGET) -> All
                                f"{budget} registers per thread (use smaller tiles or more "
                                f"warps)", loc)
     return Allocation(where, spilled, preds[0], base, local, budget, budget)
+
+
+def _pred_pressure(code: list[VIns], iv: dict, v, loc) -> PredicatePressure:
+    """The error of predicate block ``v`` finding no room, at the line of the op that
+    made it (``loc``, the kernel's, if that op has none)."""
+    at = code[iv[v][0]].loc or loc
+    if v.nregs > PRED_BUDGET:
+        err = PredicatePressure(f"pinghu codegen: this mask needs {v.nregs} predicates per "
+                                f"thread and the machine has {PRED_BUDGET} (P0 .. "
+                                f"P{PRED_BUDGET - 1}): use a smaller tile or more warps", at)
+        err.single = True
+        return err
+    return PredicatePressure(f"pinghu codegen: more than {PRED_BUDGET} predicates live at "
+                             f"once here (this mask needs {v.nregs} more)", at)
 
 
 # ---------------------------------------------------------------- rewriting

@@ -15,6 +15,7 @@ import types
 from ..errors import CompilationError, Loc
 from ..ir import types as T
 from ..ir.core import Builder, Func, Module
+from ..ir.ops import OpRuleError
 from ..language import core as lc
 from ..language import semantic as S
 from ..language.core import constexpr, tensor
@@ -32,6 +33,9 @@ _BINOPS = {ast.Add: ("add", operator.add), ast.Sub: ("sub", operator.sub),
            ast.BitAnd: ("and", operator.and_), ast.BitOr: ("or", operator.or_),
            ast.BitXor: ("xor", operator.xor), ast.LShift: ("shl", operator.lshift),
            ast.RShift: ("shr", operator.rshift), ast.Pow: ("pow", operator.pow)}
+_SYMBOLS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//",
+            ast.Mod: "%", ast.BitAnd: "&", ast.BitOr: "|", ast.BitXor: "^", ast.LShift: "<<",
+            ast.RShift: ">>", ast.Pow: "**"}
 _CMPS = {ast.Eq: ("eq", operator.eq), ast.NotEq: ("ne", operator.ne), ast.Lt: ("lt", operator.lt),
          ast.LtE: ("le", operator.le), ast.Gt: ("gt", operator.gt), ast.GtE: ("ge", operator.ge)}
 
@@ -44,6 +48,7 @@ def binary(op: str, x, y, b: Builder):
     if op in ("and", "or", "xor", "shl", "shr"):
         return S.bitwise(op, x, y, b)
     if op == "pow":
+        S.no_pointers("**", x, y)
         x, y = S._prepare(x, y, b)
         if not x.dtype.is_floating():
             S.fail("** on tensors needs floating-point operands")
@@ -79,9 +84,11 @@ class CodeGenerator(ControlFlowMixin, ast.NodeVisitor):
     """Emits the body of one function (kernel or callee) into ``func``."""
 
     def __init__(self, src: FunctionSource, module: Module, func: Func, scope: dict,
-                 compiler, is_kernel: bool):
+                 compiler, is_kernel: bool, closure: dict | None = None):
         self.src, self.module, self.func, self.compiler = src, module, func, compiler
         self.scope = dict(scope)
+        self.params = dict(scope)           # the parameters' values, for error notes
+        self.closure = closure or {}        # enclosing functions' variables: name -> cell
         self.builder = Builder(func.body, src.loc(src.tree))
         self.is_kernel = is_kernel
         self.returned: ReturnSignal | None = None
@@ -100,10 +107,32 @@ class CodeGenerator(ControlFlowMixin, ast.NodeVisitor):
                 raise CompilationError(e.msg, self.builder.loc) from None
             raise
         except (S.SemanticError, lc.CalledOutsideJit, TypeError, ValueError, IndexError,
-                KeyError, ZeroDivisionError, AttributeError, OverflowError, AssertionError) as e:
-            raise CompilationError(str(e) or type(e).__name__, self.builder.loc) from None
+                KeyError, ZeroDivisionError, AttributeError, OverflowError, AssertionError,
+                OpRuleError) as e:
+            msg = str(e) or type(e).__name__
+            raise CompilationError(msg + self.parameter_notes(node, msg), self.builder.loc) \
+                from None
         finally:
             self.builder.loc = prev
+
+    def parameter_notes(self, node, msg: str) -> str:
+        """What the parameters named in the failing construct ``node`` hold, where that
+        explains the error: a constexpr parameter holding a string or None (``BLOCK="16"``),
+        a pointer parameter that an error about pointers names (an array was passed where
+        the kernel wants a scalar)."""
+        notes = []
+        for name in dict.fromkeys(n.id for n in ast.walk(node) if isinstance(n, ast.Name)):
+            if name not in self.params or self.scope.get(name) is not self.params[name]:
+                continue
+            v = self.params[name]
+            if isinstance(v, tensor):
+                if v.dtype.is_ptr() and f"'{name}'" in msg and "pointer" in msg:
+                    notes.append(f"'{name}' is a pointer ({v.type}): an array was passed for "
+                                 "it; pass a number where the kernel uses a scalar")
+            elif isinstance(v, (str, type(None))):
+                notes.append(f"'{name}' is the compile-time parameter {name}={v!r} (a "
+                             f"{type(v).__name__}, not a number)")
+        return "".join(f"; {n}" for n in notes)
 
     def generic_visit(self, node):
         what = type(node).__name__
@@ -242,6 +271,8 @@ class CodeGenerator(ControlFlowMixin, ast.NodeVisitor):
     def lookup(self, name, node):
         if name in self.scope:
             return self.scope[name]
+        if name in self.closure:
+            return self.compiler.read_closure(name, self.closure[name], self.src.loc(node))
         g = self.src.globals
         if name in g:
             return self.compiler.read_global(self.src, name, g[name], self.src.loc(node))
@@ -272,7 +303,12 @@ class CodeGenerator(ControlFlowMixin, ast.NodeVisitor):
             self.fail(node, f"operator {type(op).__name__} is not supported")
         name, pyop = _BINOPS[type(op)]
         if is_static(x) and is_static(y):
-            return pyop(unwrap(x), unwrap(y))
+            try:
+                return pyop(unwrap(x), unwrap(y))
+            except TypeError:
+                a, c = unwrap(x), unwrap(y)
+                S.fail(f"operator {_SYMBOLS[type(op)]} cannot combine the compile-time values "
+                       f"{a!r} ({type(a).__name__}) and {c!r} ({type(c).__name__})")
         return binary(name, unwrap(x), unwrap(y), self.builder)
 
     def visit_UnaryOp(self, node):
@@ -405,7 +441,9 @@ class CodeGenerator(ControlFlowMixin, ast.NodeVisitor):
         if isinstance(fn, type) and issubclass(fn, (lc_ml().range, lc_ml().static_range)):
             return fn(*[unwrap(a) for a in args], **{k: unwrap(v) for k, v in kwargs.items()})
         if all(is_static(a) for a in args) and all(is_static(v) for v in kwargs.values()):
-            return fn(*[unwrap(a) for a in args], **{k: unwrap(v) for k, v in kwargs.items()})
+            # compile-time Python (np.float32(2), math.sqrt(2)): numpy scalars become numbers
+            return lc.python_value(fn(*[unwrap(a) for a in args],
+                                      **{k: unwrap(v) for k, v in kwargs.items()}))
         name = getattr(fn, "__name__", repr(fn))
         self.fail(node, f"cannot call {name}() on tensors: only mutile.language builtins and "
                         "@mutile.jit functions take tensors")

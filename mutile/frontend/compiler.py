@@ -2,7 +2,9 @@
 
 It owns what spans several functions: nested ``@jit`` calls (one specialized callee
 function each, called with ``call`` and inlined by the ``inline`` pass), the globals a
-kernel reads (recorded for the cache key and re-checked at launch), and the calls that
+kernel reads (recorded for the cache key and re-checked at launch) and the variables it
+reads from enclosing functions (its closure: compile-time values, part of the kernel's
+specialization, see :func:`mutile.runtime.specialize.closure_key`), and the calls that
 need the compiler itself (``static_assert``, ``static_print``, ``print``, ``range``).
 """
 from __future__ import annotations
@@ -11,6 +13,8 @@ import builtins
 import inspect
 import types as pytypes
 
+import numpy as np
+
 from ..errors import CompilationError, Loc
 from ..ir import types as T
 from ..ir.core import Block, Builder, Func, Module
@@ -18,11 +22,13 @@ from ..ir.ops import OpRuleError
 from ..language import core as lc
 from ..language.core import constexpr, tensor
 from .codegen import CodeGenerator, is_jit, is_static, lc_tiles, unwrap
-from .source import function_source
+from .source import closure_cells, function_source
 
 _ALLOWED_GLOBAL_TYPES = (int, float, bool, str, type(None), T.ScalarType, T.PointerType,
                          constexpr, pytypes.ModuleType, pytypes.FunctionType,
-                         pytypes.BuiltinFunctionType, type)
+                         pytypes.BuiltinFunctionType, type, np.generic)
+# values a kernel depends on by value: recorded (as they are) for the cache's re-check
+_VALUE_TYPES = (int, float, bool, str, constexpr, T.ScalarType, np.generic)
 
 
 class KernelCompiler:
@@ -32,14 +38,17 @@ class KernelCompiler:
         self.module = Module()
         self.globals_read: dict = {}   # (file, name) -> value it had
         self.callees: dict = {}        # specialization key -> Func
-        self.jit_functions: list = []  # every @jit function reached (for cache keys)
+        self.jit_functions: list = []  # every @jit function reached (for cache keys)...
+        self.in_closure_key: set = set()  # ...but those the specialization's closure key holds
         self.active: list = []
+        self.unrolled = 1              # loop bodies the enclosing unrolled loops emit
 
     # ------------------------------------------------------------ kernels
     def compile_kernel(self, jitfn, bindings: dict) -> Module:
         """``bindings``: parameter name -> :class:`RuntimeArg` or a compile-time value."""
         src = function_source(jitfn.fn)
         self.jit_functions.append(jitfn)
+        self.in_closure_key.add(jitfn)
         params = list(inspect.signature(jitfn.fn).parameters)
         runtime = [p for p in params if _is_runtime(bindings[p])]
         types, names = [], []
@@ -64,7 +73,8 @@ class KernelCompiler:
             else:
                 scope[p] = tensor(next(args))
         self.active.append(jitfn)
-        CodeGenerator(src, self.module, func, scope, self, True).emit_function()
+        CodeGenerator(src, self.module, func, scope, self, True,
+                      closure_cells(jitfn.fn)).emit_function()
         self.active.pop()
         return self.module
 
@@ -103,7 +113,7 @@ class KernelCompiler:
 
     def _make_callee(self, jitfn, bound, specs, runtime_vals, gen, node):
         src = function_source(jitfn.fn)
-        if jitfn not in self.jit_functions:
+        if jitfn not in self.jit_functions and jitfn not in self.in_closure_key:
             self.jit_functions.append(jitfn)
         base = src.name
         name, n = base, 1
@@ -124,35 +134,52 @@ class KernelCompiler:
                 scope[pname] = unwrap(bound.arguments[pname])
         self.active.append(jitfn)
         try:
-            CodeGenerator(src, self.module, func, scope, self, False).emit_function()
+            CodeGenerator(src, self.module, func, scope, self, False,
+                          closure_cells(jitfn.fn)).emit_function()
         finally:
             self.active.pop()
         return func
 
     # ------------------------------------------------------------ globals
     def read_global(self, src, name, value, loc: Loc):
+        value = self._admit(f"global '{name}'", value, loc)
+        if isinstance(value, _VALUE_TYPES + (tuple,)) and not isinstance(value, type):
+            self.globals_read[(src.file, src.globals.get("__name__", ""), name)] = \
+                _freeze(unwrap(value))
+        return lc.python_value(unwrap(value))
+
+    def read_closure(self, name, cell, loc: Loc):
+        """``name`` read from an enclosing function: a compile-time value, as a global.
+        The specialization holds the closure's values (and the source and closure of its
+        ``@jit`` functions, transitively), so they need no dependency record."""
+        try:
+            value = cell.cell_contents
+        except ValueError:
+            raise CompilationError(f"'{name}' is not defined yet: the enclosing function "
+                                   "assigns it after the kernel is compiled", loc) from None
+        if is_jit(value) and self.active and self.active[-1] in self.in_closure_key:
+            self.in_closure_key.add(value)
+        return lc.python_value(unwrap(self._admit(f"closure variable '{name}'", value, loc)))
+
+    def _admit(self, what, value, loc: Loc):
+        """``value`` if a kernel may read it from outside (``what``: where it lives)."""
         if is_jit(value) or lc.is_builtin(value) or isinstance(value, _ALLOWED_GLOBAL_TYPES):
-            if isinstance(value, (int, float, bool, str, constexpr, T.ScalarType)) \
-                    and not isinstance(value, type):
-                self.globals_read[(src.file, src.globals.get("__name__", ""), name)] = \
-                    _freeze(unwrap(value))
-            return unwrap(value)
-        if isinstance(value, (tuple,)) and is_static(value):
-            self.globals_read[(src.file, src.globals.get("__name__", ""), name)] = _freeze(value)
+            return value
+        if isinstance(value, tuple) and is_static(value):
             return value
         raise CompilationError(
-            f"global '{name}' ({type(value).__name__}) cannot be used in a kernel: kernels read "
-            "only constexpr / number / string / dtype globals, modules and @jit functions", loc)
+            f"{what} ({type(value).__name__}) cannot be used in a kernel: kernels read only "
+            "constexpr / number / string / dtype values, modules and @jit functions from "
+            "outside", loc)
 
     def read_module_attr(self, module, name, value, loc: Loc):
         """``module.name`` read in a kernel: numbers, strings, constexprs and dtypes of
         user modules are recorded as dependencies, like globals."""
         if module.__name__.split(".")[0] == "mutile":
             return value
-        if isinstance(value, (int, float, bool, str, constexpr, T.ScalarType)) \
-                and not isinstance(value, type):
+        if isinstance(value, _VALUE_TYPES) and not isinstance(value, type):
             self.globals_read[("", module.__name__, name)] = _freeze(unwrap(value))
-        return unwrap(value)
+        return lc.python_value(unwrap(value))
 
     # ------------------------------------------------------------ special calls
     def special_call(self, gen, fn, args, kwargs, node):

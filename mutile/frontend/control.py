@@ -15,6 +15,10 @@ from ..ir.core import Block
 from ..language import semantic as S
 from ..language.core import constexpr, tensor
 
+# The most loop bodies one nest of unrolled loops (``static_range``, loops over
+# compile-time tuples) may emit: each copy is compiled, so 200000 would take minutes.
+MAX_UNROLLED = 4096
+
 
 def _unwrap(v):
     return v.value if isinstance(v, constexpr) else v
@@ -262,16 +266,31 @@ class ControlFlowMixin:
             vals = [_unwrap(x) for x in (it.start, it.end, it.step)]
             if not all(isinstance(v, int) for v in vals):
                 self.fail(node.iter, "static_range bounds must be compile-time integers")
+            if vals[2] == 0:
+                self.fail(node.iter, "static_range() step must not be zero")
             seq = range(*vals)
         else:
             seq = it
+        outer = self.compiler.unrolled
+        total = outer * len(seq)
+        if total > MAX_UNROLLED:
+            what = (f"this static_range unrolls {len(seq)} iterations"
+                    if isinstance(it, ml.static_range) else
+                    f"this loop over a {len(seq)}-element sequence unrolls {len(seq)} times")
+            inside = (f" inside unrolled loops that repeat it {outer} times ({total} bodies in "
+                      "all)") if outer > 1 else ""
+            self.fail(node.iter, f"{what}{inside}: more than the {MAX_UNROLLED} a nest of "
+                                 "unrolled loops may emit; use ml.range (a loop that stays a "
+                                 "loop) instead")
         self.loop_depth += 1
+        self.compiler.unrolled = total
         try:
             for v in seq:
                 self.assign(node.target, v)
                 self.visit_stmts(node.body)
         finally:
             self.loop_depth -= 1
+            self.compiler.unrolled = outer
 
     def visit_While(self, node):
         if node.orelse:

@@ -59,3 +59,12 @@ def function_source(fn) -> FunctionSource:
     src = FunctionSource(fn, tree, file, first, indent, text)
     _CACHE[key] = src
     return src
+
+
+def closure_cells(fn) -> dict:
+    """The variables ``fn`` reads from the functions that enclose it: name -> cell (a
+    cell's value is read when the kernel compiles; it may be empty until assigned)."""
+    code, cells = getattr(fn, "__code__", None), getattr(fn, "__closure__", None)
+    if code is None or not cells:
+        return {}
+    return dict(zip(code.co_freevars, cells))

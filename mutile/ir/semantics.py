@@ -3,7 +3,9 @@
 The constant folder, the backends' test oracle and (later) the Pinghu interpreter all
 evaluate elementwise ops through :func:`evaluate`, so they cannot disagree. Floats
 narrower than f32 (f16, bf16, fp8) compute in f32 and round once to their type, which
-is exactly the correctly rounded result for + - * / and sqrt. Integer semantics are
+is exactly the correctly rounded result for + - * / and sqrt. Conversions
+(:func:`convert`) round once from the exact value; those through a narrow float are
+computed here on the bits, independent of the installed ml_dtypes. Integer semantics are
 those of C on two's-complement machines without undefined behaviour:
 wrap-around, truncating division, ``x / 0 == -1``, ``x % 0 == x``, shifts by >= the
 width give 0 (or the sign fill for arithmetic right shifts).
@@ -14,10 +16,11 @@ only folds those); transcendental ops are approximations, checked with a toleran
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
-from .types import ScalarType, f64, u8
+from .types import ScalarType, f32, f64, scalar_from_numpy, u8
 
 _erf = np.vectorize(math.erf, otypes=[np.float64])
 
@@ -150,34 +153,257 @@ def evaluate(name: str, attrs: dict, args: list, result: ScalarType, operand: Sc
         # i1 is a 1-bit unsigned integer (add is xor, -x is x): compute in u8, keep bit 0
         wide = evaluate(name, attrs, [np.asarray(x).astype(np.uint8) for x in args], u8, u8)
         return (wide & 1).astype(np.bool_)
-    ct = _compute_dtype(operand) if name != "select" else _compute_dtype(result)
+    t = operand if name != "select" else result
+    ct = _compute_dtype(t)
     with np.errstate(all="ignore"):
-        conv = [np.asarray(x) if (name == "select" and i == 0) else np.asarray(x).astype(ct)
+        conv = [np.asarray(x) if (name == "select" and i == 0) else _to_compute(x, t, ct)
                 for i, x in enumerate(args)]
-        out = ELEMENTWISE[name](conv, operand if name != "select" else result, attrs)
-        return np.asarray(out).astype(result.to_numpy())
+        out = np.asarray(ELEMENTWISE[name](conv, t, attrs))
+        if _narrow_float(result):
+            return convert(out, scalar_from_numpy(out.dtype), result)   # rounded once
+        return out.astype(result.to_numpy())
+
+
+def _narrow_float(t: ScalarType) -> bool:
+    return t.is_floating() and t.bits < 32
+
+
+def _to_compute(x, t: ScalarType, ct):
+    """Operand ``x`` of type ``t`` in its compute dtype ``ct`` (narrow floats exactly
+    to f32)."""
+    return convert(x, t, f32) if _narrow_float(t) else np.asarray(x).astype(ct)
+
+
+# ---------------------------------------------------------------- conversions
+# mutile's rules (docs/semantics.md, "Conversions"): every conversion rounds once, to
+# nearest even, from the exact source value. :func:`convert_exact` computes any
+# conversion to a float on the bits; :func:`convert` uses it where numpy's / ml_dtypes'
+# casts differ from the rules in some version, and those (faster) casts elsewhere.
+@dataclass(frozen=True)
+class FloatFormat:
+    """A binary float format. ``ieee``: the all-ones exponent encodes inf/NaN; otherwise
+    (OCP FP8 e4m3 "fn") there is no infinity and only the all-ones pattern is NaN."""
+
+    name: str
+    ebits: int
+    mbits: int
+    ieee: bool
+
+    @property
+    def width(self) -> int:
+        return 1 + self.ebits + self.mbits
+
+    @property
+    def bias(self) -> int:
+        return (1 << (self.ebits - 1)) - 1
+
+    @property
+    def sign_bit(self) -> int:
+        return 1 << (self.width - 1)
+
+    @property
+    def abs_mask(self) -> int:
+        return self.sign_bit - 1
+
+    @property
+    def mant_mask(self) -> int:
+        return (1 << self.mbits) - 1
+
+    @property
+    def inf_bits(self) -> int:
+        """Bits of +inf (IEEE) or of the all-ones exponent (non-IEEE)."""
+        return ((1 << self.ebits) - 1) << self.mbits
+
+    @property
+    def quiet_bit(self) -> int:
+        return 1 << (self.mbits - 1)
+
+    @property
+    def max_finite(self) -> int:
+        return self.inf_bits - 1 if self.ieee else self.abs_mask - 1
+
+    @property
+    def qnan(self) -> int:
+        """Canonical positive quiet NaN."""
+        return self.inf_bits | self.quiet_bit if self.ieee else self.abs_mask
+
+    @property
+    def uint(self) -> np.dtype:
+        return np.dtype(f"u{self.width // 8}")
+
+
+FLOAT_FORMATS = {f.name: f for f in (
+    FloatFormat("f64", 11, 52, True), FloatFormat("f32", 8, 23, True),
+    FloatFormat("f16", 5, 10, True), FloatFormat("bf16", 8, 7, True),
+    FloatFormat("f8e4m3", 4, 3, False), FloatFormat("f8e5m2", 5, 2, True))}
+
+# What converting a NaN keeps (the sign always): CANONICAL gives the destination's
+# canonical quiet NaN; KEEP shifts the payload (narrowing: truncates it, and a payload
+# truncated to 0 becomes 1 so the result stays a NaN); QUIET shifts it and sets the
+# quiet bit.
+CANONICAL, KEEP, QUIET = "canonical", "keep", "quiet"
+
+
+def nan_policy(src: str, dst: str) -> str:
+    """The NaN rule of a float -> float conversion (format names)."""
+    if dst in ("bf16", "f8e4m3", "f8e5m2") or src in ("f8e4m3", "f8e5m2") \
+            or (src, dst) == ("bf16", "f16"):
+        return CANONICAL
+    if (src, dst) in (("f32", "f64"), ("bf16", "f64"), ("f64", "f32")):
+        return QUIET
+    return KEEP
+
+
+_U64 = np.uint64
+
+
+def _bit_length(v):
+    """Bits needed for each uint64 ``v`` (0 for 0), as int64."""
+    n = np.zeros(v.shape, np.int64)
+    for s in (32, 16, 8, 4, 2, 1):
+        big = v >= _U64(1 << s)
+        n += np.where(big, s, 0)
+        v = np.where(big, v >> _U64(s), v)
+    return n + (v != 0)
+
+
+def _decode(x, src: ScalarType):
+    """(negative, significand uint64, exponent int64) with |x| = sig * 2**exp exactly,
+    and the NaN / infinity masks (all False for integers)."""
+    if src.is_int():
+        w = np.asarray(x).astype(np.int64 if src.is_int_signed() else np.uint64)
+        neg = w < 0
+        u = w.astype(np.int64).view(_U64) if src.is_int_signed() else w
+        sig = np.where(neg, ~u + _U64(1), u)            # |INT64_MIN| = 2**63 fits
+        false = np.zeros(sig.shape, bool)
+        return neg, sig, np.zeros(sig.shape, np.int64), false, false
+    f = FLOAT_FORMATS[src.name]
+    bits = np.ascontiguousarray(x).view(f.uint).astype(_U64)
+    neg = (bits >> _U64(f.width - 1)) != 0
+    a = bits & _U64(f.abs_mask)
+    e = (a >> _U64(f.mbits)).astype(np.int64)
+    m = a & _U64(f.mant_mask)
+    sig = np.where(e == 0, m, m | _U64(1 << f.mbits))
+    exp = np.maximum(e, 1) - (f.bias + f.mbits)
+    if f.ieee:
+        return neg, sig, exp, a > _U64(f.inf_bits), a == _U64(f.inf_bits)
+    return neg, sig, exp, a == _U64(f.abs_mask), np.zeros(a.shape, bool)
+
+
+def _round_bits(sig, exp, d: FloatFormat):
+    """|bits| of ``sig * 2**exp`` rounded once to nearest even into ``d`` (uint64); a
+    magnitude above the largest finite one gives inf, or NaN without infinities."""
+    lead = _bit_length(sig) - 1 + exp                   # exponent of the leading bit
+    q = np.maximum(lead, 1 - d.bias) - d.mbits          # the quantum: 2**q
+    s = q - exp                                         # bits dropped (<= 0: exact)
+    exact = sig << np.clip(-s, 0, 63).astype(_U64)
+    sc = np.clip(s, 1, 64).astype(_U64)
+    keep = (sig >> (sc - _U64(1))) >> _U64(1)           # two shifts: sc may be 64
+    rest = sig - ((keep << (sc - _U64(1))) << _U64(1))
+    half = _U64(1) << (sc - _U64(1))
+    up = ((rest > half) | ((rest == half) & ((keep & _U64(1)) == 1))) & (s <= 64)
+    n = np.where(s <= 0, exact, keep + up.astype(_U64))
+    carry = (n >> _U64(d.mbits + 1)) != 0               # rounded up to the next binade
+    n = np.where(carry, n >> _U64(1), n)
+    q = q + carry
+    normal = (n >> _U64(d.mbits)) != 0
+    biased = np.where(normal, q + d.mbits + d.bias, 0)
+    over = biased > (1 << d.ebits) - 1
+    mag = (np.minimum(biased, (1 << d.ebits) - 1).astype(_U64) << _U64(d.mbits)) \
+        | (n & _U64(d.mant_mask))
+    over |= mag > _U64(d.max_finite)
+    return np.where(over, _U64(d.inf_bits if d.ieee else d.qnan), mag)
+
+
+def _nan_bits(x, s: FloatFormat, d: FloatFormat):
+    """|bits| of the NaN each NaN of ``x`` (format ``s``) converts to in ``d``."""
+    policy = nan_policy(s.name, d.name)
+    if policy == CANONICAL:
+        return _U64(d.qnan)
+    m = np.ascontiguousarray(x).view(s.uint).astype(_U64) & _U64(s.mant_mask)
+    p = m << _U64(d.mbits - s.mbits) if d.mbits > s.mbits else m >> _U64(s.mbits - d.mbits)
+    if policy == QUIET:
+        p = p | _U64(d.quiet_bit)
+    else:
+        p = np.where(p == 0, _U64(1), p)                # only narrowing can truncate to 0
+    return p | _U64(d.inf_bits)
+
+
+def convert_exact(x, src: ScalarType, dst: ScalarType):
+    """``x`` (numbers of type ``src``) converted to float type ``dst`` by mutile's rules,
+    computed on the bits (no numpy or ml_dtypes cast involved)."""
+    x = _typed(x, src)
+    shape = x.shape
+    x = x.reshape(-1)
+    if src.is_bool():
+        x, src = x.astype(np.uint8), u8
+    d = FLOAT_FORMATS[dst.name]
+    with np.errstate(all="ignore"):
+        neg, sig, exp, nan, inf = _decode(x, src)
+        mag = _round_bits(sig, exp, d)
+        mag = np.where(inf, _U64(d.inf_bits if d.ieee else d.qnan), mag)
+        if src.is_floating():
+            mag = np.where(nan, _nan_bits(x, FLOAT_FORMATS[src.name], d), mag)
+        bits = mag | np.where(neg, _U64(d.sign_bit), _U64(0))
+    return bits.astype(d.uint).view(dst.to_numpy()).reshape(shape)
+
+
+def _host_cast_agrees(src: ScalarType, dst: ScalarType) -> bool:
+    """Whether numpy's / ml_dtypes' own cast to float ``dst`` follows mutile's rules on
+    every supported version (tests/ir/test_convert.py checks it against the exact
+    oracle): IEEE casts to f32/f64 from f32, f64 and integers; float -> float except f64
+    -> bf16/fp8, which ml_dtypes before 0.7 rounds twice (through f32). The host cast is
+    used there only because it is much faster."""
+    if src.is_int():
+        return dst.name in ("f32", "f64")
+    return not (src == f64 and dst.name in ("bf16", "f8e4m3", "f8e5m2"))
 
 
 def convert(x, src: ScalarType, dst: ScalarType):
-    """Numeric conversion with mutile's rules (ml_dtypes rounding; float->int truncates;
-    NaN -> 0 and out-of-range saturates for float->int; to i1 is x != 0)."""
-    x = np.asarray(x)
+    """Numeric conversion with mutile's rules (docs/semantics.md): to a float, round
+    once to nearest even from the exact value (overflow gives inf, or NaN in f8e4m3);
+    float -> int truncates toward zero, NaN gives 0 and out of range saturates; int ->
+    int wraps; to i1 is ``x != 0``. Returns an array of ``dst``'s host dtype."""
+    x = _typed(x, src)
     with np.errstate(all="ignore"):
-        if dst.name == "i1":
-            return x != 0
-        if dst.is_floating():
-            if src.is_floating() and src.bits < 32 and dst.bits < 32 and src != dst:
-                # ml_dtypes converts narrow floats directly; f32 is exact for all of them
-                return x.astype(np.float32).astype(dst.to_numpy())
+        return _convert(x.reshape(-1), src, dst).reshape(x.shape)
+
+
+def _typed(x, src: ScalarType):
+    """``x`` as an array of ``src``'s host dtype (Python numbers converted exactly)."""
+    x = np.asarray(x)
+    if x.dtype == src.to_numpy():
+        return x
+    t = scalar_from_numpy(x.dtype)
+    with np.errstate(all="ignore"):
+        if t is None:
+            return x.astype(src.to_numpy())
+        return _convert(x.reshape(-1), t, src).reshape(x.shape)
+
+
+def _convert(x, src: ScalarType, dst: ScalarType):
+    if dst.is_bool():
+        return x != 0
+    if src.is_bool():
+        x, src = x.astype(np.uint8), u8
+    if src == dst:
+        return x.copy()
+    if dst.is_floating():
+        if _host_cast_agrees(src, dst):
             return x.astype(dst.to_numpy())
-        if src.is_floating():
-            info = np.iinfo(dst.to_numpy())
-            w = x.astype(np.float64)
-            w = np.trunc(np.where(np.isnan(w), 0, w))
-            w = np.clip(w, info.min, info.max)
-            # f64 cannot hold 2**63-1 / 2**64-1: clip in float, fix the top end exactly
-            top = w >= float(info.max)
-            out = w.astype(np.float64)
-            res = np.where(top, 0, out).astype(dst.to_numpy())
-            return np.where(top, np.array(info.max, dst.to_numpy()), res)
-        return x.astype(dst.to_numpy())
+        return convert_exact(x, src, dst)
+    if src.is_floating():
+        return _float_to_int(x.astype(np.float64), dst)      # exact widening first
+    return x.astype(dst.to_numpy())
+
+
+def _float_to_int(x, dst: ScalarType):
+    """Truncate toward zero, NaN -> 0, saturate out of range (f32/f64 ``x``)."""
+    info = np.iinfo(dst.to_numpy())
+    w = x.astype(np.float64)
+    w = np.trunc(np.where(np.isnan(w), 0, w))
+    w = np.clip(w, info.min, info.max)
+    # f64 cannot hold 2**63-1 / 2**64-1: clip in float, fix the top end exactly
+    top = w >= float(info.max)
+    res = np.where(top, 0, w).astype(dst.to_numpy())
+    return np.where(top, np.array(info.max, dst.to_numpy()), res)

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import functools
 
+import numpy as np
+
 from ..errors import CompilationError
 from ..ir import types as T
 from ..ir.core import Value
@@ -29,7 +31,7 @@ class constexpr:
     kernel parameter part of the specialization: each value compiles its own kernel."""
 
     def __init__(self, value):
-        self.value = value.value if isinstance(value, constexpr) else value
+        self.value = python_value(value.value if isinstance(value, constexpr) else value)
 
     def __repr__(self) -> str:
         return f"constexpr[{self.value!r}]"
@@ -45,6 +47,27 @@ class constexpr:
 
     def __hash__(self):
         return hash(self.value)
+
+
+def python_value(v):
+    """``v`` with numpy scalars (``np.float32(1.5)``, ``np.int64(16)``, ``np.bool_``) as
+    the Python numbers they hold, inside tuples and lists too: in a kernel a numpy scalar
+    is a number typed like the Python literal (a weak ``float``/``int``/``bool``)."""
+    if isinstance(v, np.generic):       # ml_dtypes scalars (bfloat16, fp8) included
+        if isinstance(v, np.bool_):
+            return bool(v)
+        if isinstance(v, np.integer):
+            return int(v)
+        t = T.scalar_from_numpy(v.dtype)
+        if isinstance(v, np.floating) or (t is not None and t.is_floating()):
+            return float(v)
+        return v
+    if isinstance(v, (tuple, list)) and any(isinstance(x, (np.generic, tuple, list)) for x in v):
+        out = [python_value(x) for x in v]
+        if isinstance(v, list):
+            return out
+        return type(v)(*out) if hasattr(v, "_fields") else tuple(out)
+    return v
 
 
 def _unwrap(x):

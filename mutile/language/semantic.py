@@ -1,7 +1,9 @@
 """What the DSL's operations mean: type promotion, broadcasting, and the IR they emit.
 
 The rules are Triton's: a Python number combined with a tensor takes the tensor's kind
-when it can (``x_f16 * 2.0`` stays f16); then f64, f32, f16 win in that order (``/`` and
+when it can (``x_f16 * 2.0`` stays f16; a numpy scalar is the Python number it holds, see
+:func:`~mutile.language.core.python_value`), two Python numbers meet at their literals'
+types (``where(m, 0, -1.0e6)`` is f32); then f64, f32, f16 win in that order (``/`` and
 ``%`` on halves compute in f32); bf16 stays bf16 only with bf16, else f32; fp8 computes
 as f16; integers widen, and mixing signedness at the same width gives the unsigned
 type; ``/`` on integers computes in f32; ``//`` and ``%`` on integers follow
@@ -10,6 +12,7 @@ adds the source location.
 """
 from __future__ import annotations
 
+from ..ir import semantics
 from ..ir import types as T
 from ..ir.core import Builder
 from .core import _unwrap, tensor
@@ -45,6 +48,8 @@ def constant(b: Builder, value, ty: T.Type) -> tensor:
     s = ty.scalar
     if s.is_floating():
         value = float(value)
+        if s.bits < 32:   # rounded once here (docs/semantics.md), so every backend agrees
+            value = float(semantics.convert(semantics.convert(value, T.f64, s), s, T.f64))
     elif s.is_bool():
         value = bool(value)
     else:
@@ -176,10 +181,14 @@ def _scalar_fits(v, t: T.ScalarType) -> bool:
 
 
 def operand_types(x, y, div_or_mod: bool = False):
-    """Promotion that lets Python numbers adopt a tensor's type (Triton's weak scalars)."""
+    """Promotion that lets Python numbers adopt a tensor's type (Triton's weak scalars);
+    two Python numbers (``where(m, 0, -1.0e6)``) meet at the type of their literals'
+    promotion (i32 and f32 give f32)."""
     xs, ys = is_number(x), is_number(y)
     if xs and ys:
-        return python_scalar_type(_unwrap(x)), python_scalar_type(_unwrap(y))
+        c = computation_type(python_scalar_type(_unwrap(x)), python_scalar_type(_unwrap(y)),
+                             div_or_mod)
+        return c, c
     if xs or ys:
         num, t = (_unwrap(x), y.dtype) if xs else (_unwrap(y), x.dtype)
         if t.is_ptr():
@@ -226,9 +235,10 @@ def add(x, y, b: Builder) -> tensor:
 def addptr(p: tensor, off, b: Builder) -> tensor:
     off = to_tensor(off, b)
     if off.dtype.is_ptr():
-        fail("cannot add two pointers")
+        fail(f"cannot add two pointers ({describe(p)} and {describe(off)})")
     if not off.dtype.is_int():
-        fail(f"a pointer offset must be an integer, got {off.dtype!r}")
+        fail(f"a pointer offset must be an integer, got {off.dtype!r} (adding {describe(off)} "
+             f"to the pointer {describe(p)})")
     p, off = broadcast_pair(p, off, b)
     return tensor(b("addptr", p.handle, off.handle))
 
@@ -264,14 +274,30 @@ def mod(x, y, b):
     return _binary("rem", x, y, b, div_or_mod=True)
 
 
+def describe(x) -> str:
+    """``x`` for a message: a tensor's type and the variable or parameter it came from
+    (``ptr<f32> 'n'``), or a number's value."""
+    x = _unwrap(x)
+    if not isinstance(x, tensor):
+        return repr(x)
+    return f"{x.type} '{x.handle.hint}'" if x.handle.hint else str(x.type)
+
+
+def no_pointers(what: str, *operands):
+    """Fail unless every operand is a number (``what``: the operation, for the message)."""
+    ptrs = [v for v in operands if isinstance(_unwrap(v), tensor) and _unwrap(v).dtype.is_ptr()]
+    if ptrs:
+        fail(f"{what} is not defined on pointers, got " + " and ".join(map(describe, operands)))
+
+
 def _binary(name, x, y, b, div_or_mod=False, force=None) -> tensor:
+    no_pointers(f"operator {name}", x, y)
     x, y = _prepare(x, y, b, div_or_mod, force)
-    if x.dtype.is_ptr():
-        fail(f"operator {name} is not defined on pointers")
     return tensor(b(name, x.handle, y.handle))
 
 
 def bitwise(name, x, y, b) -> tensor:
+    no_pointers(f"bitwise {name}", x, y)
     x, y = _prepare(x, y, b)
     if not x.dtype.is_int():
         fail(f"bitwise {name} needs integers, got {x.dtype!r}")
@@ -279,6 +305,7 @@ def bitwise(name, x, y, b) -> tensor:
 
 
 def compare(pred, x, y, b) -> tensor:
+    no_pointers(f"comparison {pred}", x, y)
     x, y = _prepare(x, y, b)
     return tensor(b("cmp", x.handle, y.handle, pred=pred))
 
@@ -286,7 +313,7 @@ def compare(pred, x, y, b) -> tensor:
 def neg(x, b) -> tensor:
     x = to_tensor(x, b)
     if x.dtype.is_ptr():
-        fail("cannot negate a pointer")
+        fail(f"cannot negate a pointer ({describe(x)})")
     return tensor(b("neg", x.handle))
 
 
@@ -303,6 +330,7 @@ def logical_not(x, b) -> tensor:
 
 
 def minmax(name, x, y, b, propagate_nan=False) -> tensor:
+    no_pointers(f"{name}imum", x, y)
     x, y = _prepare(x, y, b)
     r = tensor(b(name, x.handle, y.handle))
     if propagate_nan and x.dtype.is_floating():
@@ -316,6 +344,10 @@ def where(cond, x, y, b) -> tensor:
     cond = to_tensor(cond, b)
     if not cond.dtype.is_bool():
         cond = compare("ne", cond, 0, b)
+    tx, ty = (_unwrap(v).type if isinstance(_unwrap(v), tensor) else None for v in (x, y))
+    if (tx is not None and tx.scalar.is_ptr() or ty is not None and ty.scalar.is_ptr()) \
+            and tx != ty:
+        fail(f"where() arms must be the same pointer type, got {describe(x)} and {describe(y)}")
     x, y = _prepare(x, y, b)
     shape = broadcast_shapes(cond.shape, x.shape)
     cond, x, y = (broadcast_to(v, shape, b) for v in (cond, x, y))
@@ -332,6 +364,7 @@ def unary_float(name, x, b) -> tensor:
 
 
 def fma(x, y, z, b) -> tensor:
+    no_pointers("fma", x, y, z)
     x, y = _prepare(x, y, b)
     x, z = _prepare(x, z, b)
     y, z = broadcast_pair(cast(y, x.dtype, b), z, b)

@@ -22,6 +22,8 @@ def _shape(shape, what="shape") -> list:
     shape = _unwrap(shape)
     if isinstance(shape, (int, constexpr)):
         shape = [shape]
+    if not isinstance(shape, (list, tuple)):
+        fail(f"{what} must be a list of compile-time integers, got {shape!r}")
     dims = [_const_int(d, f"{what} entries") for d in shape]
     for d in dims:
         if d <= 0 or d & (d - 1):
@@ -68,12 +70,13 @@ def arange(start, end, _builder=None) -> tensor:
 
 @builtin
 def full(shape, value, dtype, _builder=None) -> tensor:
-    """A tile of ``shape`` with every element ``value`` converted to ``dtype``."""
+    """A tile of ``shape`` with every element ``value`` converted to ``dtype``; with
+    ``shape=()`` (or ``[]``) a scalar, as in Triton."""
     shape, dtype = _shape(shape), _dtype(dtype)
     value = _unwrap(value)
     if isinstance(value, tensor):
         return S.broadcast_to(S.cast(value, dtype, _builder), shape, _builder)
-    return S.constant(_builder, value, T.TileType(tuple(shape), dtype))
+    return S.constant(_builder, value, T.tile_or_scalar(shape, dtype))
 
 
 @builtin
@@ -191,6 +194,9 @@ def reshape(x, *shape, can_reorder=False, _builder=None) -> tensor:
         return x
     if not x.shape:
         return S.broadcast_to(x, dims, _builder)
+    if not dims:
+        fail(f"cannot reshape the tile {x.shape} to a scalar; take its element with ml.sum(x) "
+             "or ml.max(x)")
     return tensor(_builder("reshape", x.handle, type=T.TileType(tuple(dims), x.dtype)))
 
 

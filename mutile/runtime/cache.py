@@ -67,7 +67,11 @@ def _file_hash(path: str) -> str | None:
 
 def source_hash(fn) -> str:
     """A hash that changes whenever ``fn``'s source may have changed: its file's content
-    (so editing anything in that file counts) plus its name and first line."""
+    (so editing anything in that file counts), the file's path, its name and first line.
+
+    The path is part of it because a compiled kernel names its source in every location
+    (fault reports, ISA listings): a copy of the same file at another path (a second
+    checkout sharing the cache directory) must get its own entry, naming its own file."""
     code = fn.__code__
     fh = _file_hash(code.co_filename)
     if fh is None:                      # no file (an interactive session): hash the text
@@ -75,7 +79,7 @@ def source_hash(fn) -> str:
             fh = hashlib.sha256(inspect.getsource(fn).encode()).hexdigest()
         except (OSError, TypeError):
             fh = hashlib.sha256(code.co_code).hexdigest()
-    return f"{fh}:{fn.__qualname__}:{code.co_firstlineno}"
+    return f"{fh}:{os.path.abspath(code.co_filename)}:{fn.__qualname__}:{code.co_firstlineno}"
 
 
 def cache_dir() -> Path:

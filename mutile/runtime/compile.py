@@ -75,7 +75,8 @@ def build(jitfn, spec, options):
     stored = stored_params(module)
     meta = {"name": module.kernel, "backend": backend_name, "num_warps": options.get("num_warps"),
             "num_stages": options.get("num_stages"),
-            "signature": {p: str(v) for p, v in spec.items() if p not in jitfn.constexprs},
+            "signature": {p: str(v) for p, v in spec.items()
+                          if p in jitfn.params and p not in jitfn.constexprs},
             "constants": {p: v for p, v in spec.items() if p in jitfn.constexprs},
             "cache_key": key}
     meta.update(getattr(binary, "metadata", {}))

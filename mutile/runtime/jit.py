@@ -14,10 +14,10 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from ..errors import CompilationError, LaunchError
+from ..errors import CompilationError, DeviceFault, LaunchError, MutileError
 from ..ir import types as T
-from . import cache
-from .specialize import as_array, runtime_type
+from . import cache, coredump
+from .specialize import as_array, closure_key, constexpr_value, runtime_type
 
 OPTION_NAMES = ("num_warps", "num_stages", "backend", "check_bounds", "num_threads",
                 "version_masks", "num_ctas", "maxnreg", "sanitize", "vectorize", "wmma",
@@ -31,6 +31,15 @@ def default_backend() -> str:
 
 def _env_flag(name: str) -> bool:
     return os.environ.get(name, "").strip() not in ("", "0", "false", "False")
+
+
+def _check_bounds(given) -> bool:
+    """Bounds checking is on unless ``check_bounds=False`` or ``MUTILE_CHECK_BOUNDS=0``
+    (an explicit launch option wins over the environment)."""
+    if given is not None:
+        return bool(given)
+    env = os.environ.get("MUTILE_CHECK_BOUNDS", "").strip().lower()
+    return env not in ("0", "false", "off", "no")
 
 
 class AsmTexts(Mapping):
@@ -66,7 +75,7 @@ class CompiledKernel:
                                jitfn.constexprs]
 
     def __getitem__(self, grid):
-        return lambda *args, **kwargs: self.jitfn.run(*args, grid=grid, _compiled=self, **kwargs)
+        return _Launcher(self.jitfn, grid, self)
 
     def launch(self, grid: tuple, bound: dict, num_threads=None):
         args = []
@@ -98,7 +107,7 @@ class CompiledKernel:
 
 
 def _scalar(name, v, t):
-    if isinstance(v, (bool, int, float)) or hasattr(v, "dtype"):
+    if isinstance(v, (bool, int, float, np.generic)):
         if t.is_floating():
             return float(v)
         if t.is_bool():
@@ -108,6 +117,29 @@ def _scalar(name, v, t):
             raise LaunchError(f"argument '{name}': {iv} does not fit the compiled type {t!r}")
         return iv
     raise LaunchError(f"argument '{name}' must be a number ({t!r}), got {type(v).__name__}")
+
+
+def _trimmed(e: MutileError) -> MutileError:
+    """``e`` without the compiler's frames: raised again from the entry point the user
+    called, its traceback ends at the user's line (Triton filters them the same way)."""
+    e.__cause__ = e.__context__ = None
+    return e.with_traceback(None)
+
+
+class _Launcher:
+    """``kernel[grid]``: calling it launches; a mutile error it raises shows the user's
+    line and this one frame, not the compiler's."""
+    __slots__ = ("jitfn", "grid", "compiled")
+
+    def __init__(self, jitfn, grid, compiled=None):
+        self.jitfn, self.grid, self.compiled = jitfn, grid, compiled
+
+    def __call__(self, *args, **kwargs):
+        __tracebackhide__ = True
+        try:
+            return self.jitfn.run(*args, grid=self.grid, _compiled=self.compiled, **kwargs)
+        except MutileError as e:
+            raise _trimmed(e) from None
 
 
 class JITFunction:
@@ -138,7 +170,7 @@ class JITFunction:
                                "another @jit function")
 
     def __getitem__(self, grid):
-        return lambda *args, **kwargs: self.run(*args, grid=grid, **kwargs)
+        return _Launcher(self, grid)
 
     # ------------------------------------------------------------ binding
     def bind(self, args, kwargs):
@@ -152,31 +184,37 @@ class JITFunction:
             raise LaunchError(f"{self.fn.__name__}({', '.join(self.params)}): {e}") from None
         bound.apply_defaults()
         options.setdefault("backend", default_backend())
-        options["check_bounds"] = bool(options.get("check_bounds")) or _env_flag("MUTILE_CHECK_BOUNDS")
+        options["check_bounds"] = _check_bounds(options.get("check_bounds"))
         options["sanitize"] = bool(options.get("sanitize")) or _env_flag("MUTILE_SANITIZE")
         return dict(bound.arguments), options
 
     def specialize(self, bound: dict) -> dict:
+        """Parameter -> constexpr value or IR type; and, for a kernel defined inside a
+        function, ``"<closure>"`` -> the values it reads from there (:func:`closure_key`)."""
         spec = {}
         for p in self.params:
             v = bound[p]
-            if p in self.constexprs:
-                v = getattr(v, "value", v) if type(v).__name__ == "constexpr" else v
-                spec[p] = v
-            else:
-                spec[p] = runtime_type(p, v)
+            spec[p] = constexpr_value(p, v) if p in self.constexprs else runtime_type(p, v)
+        closure = closure_key(self.fn) if self.fn.__closure__ else ()
+        if closure:
+            spec["<closure>"] = closure
         return spec
 
     # ------------------------------------------------------------ compile
     def warmup(self, *args, grid=None, **kwargs) -> CompiledKernel:
         """Compile for these arguments (arrays or IR types) without launching."""
-        bound, options = self.bind(args, kwargs)
-        return self._get(self.specialize(bound), options)[0]
+        __tracebackhide__ = True
+        try:
+            bound, options = self.bind(args, kwargs)
+            return self._get(self.specialize(bound), options)[0]
+        except MutileError as e:
+            raise _trimmed(e) from None
 
     def _get(self, spec, options):
-        mem_key = (tuple((p, _freeze(spec[p])) for p in self.params),
+        # the value's type too: constexpr 2 and 2.0 are equal but specialize apart
+        mem_key = (tuple((p, type(v).__name__, _freeze(v)) for p, v in spec.items()),
                    tuple(sorted((k, repr(v)) for k, v in options.items() if k != "num_threads")),
-                   os.environ.get("MUTILE_OVERRIDE_DIR"))
+                   _override_state())
         k = self.cache.get(mem_key)
         if k is not None and cache.deps_hold(k.deps):
             return k, True
@@ -202,7 +240,11 @@ class JITFunction:
             k = _compiled
         else:
             k = self._get(spec, options)[0]
-        k.launch(g, bound, options.get("num_threads"))
+        try:
+            k.launch(g, bound, options.get("num_threads"))
+        except DeviceFault as e:
+            coredump.write_if_asked(e, lambda: coredump.launch_record(self, g, bound, options))
+            raise
         return k
 
 
@@ -221,6 +263,27 @@ def _check_grid(g) -> tuple:
             raise LaunchError(f"grid[{i}] must be positive, got {x}")
         out.append(x)
     return tuple(out) + (1,) * (3 - len(out))
+
+
+def _override_state():
+    """None, or the ``MUTILE_OVERRIDE_DIR`` folder and the content hash of each edited
+    listing in it: an edit to a listing compiles again at the next launch."""
+    folder = os.environ.get("MUTILE_OVERRIDE_DIR")
+    if not folder:
+        return None
+    import hashlib
+    try:
+        names = sorted(n for n in os.listdir(folder) if n.endswith(".musa"))
+    except OSError:
+        return folder, ()
+    state = []
+    for n in names:
+        try:
+            with open(os.path.join(folder, n), "rb") as f:
+                state.append((n, hashlib.sha256(f.read()).hexdigest()))
+        except OSError:
+            state.append((n, None))
+    return folder, tuple(state)
 
 
 def _freeze(v):

@@ -1,12 +1,16 @@
-"""From launch arguments to a specialization: IR types of runtime arguments, the host
-arrays behind pointers, and Triton-style signature strings (``"*fp16,i32"``)."""
+"""From launch arguments to a specialization: IR types of runtime arguments, constexpr
+values, the compile-time values a kernel reads from enclosing functions, the host arrays
+behind pointers, and Triton-style signature strings (``"*fp16,i32"``)."""
 from __future__ import annotations
 
 import numpy as np
 
 from ..errors import LaunchError
+from ..frontend.source import closure_cells
 from ..ir import types as T
+from ..language.core import constexpr, python_value
 from ..language.semantic import SemanticError, python_scalar_type
+from .cache import source_hash
 
 _SIG_NAMES = {"fp8e4nv": T.f8e4m3, "fp8e4": T.f8e4m3, "fp8e5": T.f8e5m2, "fp16": T.f16,
               "bf16": T.bf16, "fp32": T.f32, "fp64": T.f64, "i1": T.i1, "i8": T.i8,
@@ -64,6 +68,55 @@ def runtime_type(name: str, value) -> T.Type:
         raise LaunchError(f"argument '{name}' is None; pass an array or a number")
     raise LaunchError(f"argument '{name}': cannot pass a {type(value).__name__} to a kernel "
                       "(pass numpy arrays, numbers, or mark the parameter ml.constexpr)")
+
+
+def constexpr_value(name: str, value):
+    """The value a constexpr parameter is specialized on: numpy scalars as the Python
+    numbers they hold (``np.int64(16)`` specializes as ``16``); arrays and unhashable
+    values are a :class:`LaunchError` naming the parameter."""
+    value = python_value(value.value if isinstance(value, constexpr) else value)
+    if as_array(value) is not None:
+        raise LaunchError(f"argument '{name}' is a constexpr parameter but got an array "
+                          f"({type(value).__name__}); pass a number, a string or a dtype, or "
+                          "drop the ml.constexpr annotation to pass the array at run time")
+    try:
+        hash(_frozen(value))
+    except TypeError:
+        raise LaunchError(f"argument '{name}' is a constexpr parameter but got a "
+                          f"{type(value).__name__}, which cannot be a compile-time value "
+                          "(pass a number, a string, a dtype or a tuple of them)") from None
+    return value
+
+
+def _frozen(v):
+    return tuple(_frozen(x) for x in v) if isinstance(v, (list, tuple)) else v
+
+
+def closure_key(fn, _seen=None) -> tuple:
+    """What a kernel may read from the functions enclosing it (Python's closure cells),
+    by value: each number, string, dtype or constexpr as (name, type, repr); each
+    ``@jit`` function as its name, source hash and own closure key. It is part of the
+    specialization, so a kernel made again with another value (a kernel factory, a test
+    function's constant) never reuses the other's build. Empty for module-level kernels."""
+    seen = _seen if _seen is not None else {id(fn)}
+    out = []
+    for name, cell in closure_cells(fn).items():
+        try:
+            v = cell.cell_contents
+        except ValueError:          # not assigned yet: the kernel cannot read it either
+            continue
+        if getattr(v, "__mutile_jit__", False):
+            if id(v.fn) in seen:
+                continue
+            seen.add(id(v.fn))
+            out.append((name, "jit", v.fn.__qualname__, source_hash(v.fn),
+                        closure_key(v.fn, seen)))
+            continue
+        v = python_value(v.value if isinstance(v, constexpr) else v)
+        if isinstance(v, (bool, int, float, str, type(None), T.ScalarType, T.PointerType,
+                          tuple)):
+            out.append((name, type(v).__name__, repr(v)))
+    return tuple(out)
 
 
 def stored_params(module) -> set:

@@ -49,6 +49,12 @@ def is_float(d) -> bool:
     return np.dtype(d) in (F16, BF16, F32, F64, E4M3, E5M2)
 
 
+def ml_dtypes_rounds_once(src, dst) -> bool:
+    """Whether every ml_dtypes version converts float ``src`` to ``dst`` as mutile does
+    (rounded once); before 0.7, f64 -> bf16 / fp8 went through f32 and rounded twice."""
+    return not (np.dtype(src) == F64 and np.dtype(dst) in (BF16, E4M3, E5M2))
+
+
 def short(d) -> str:
     """f32, bf16, e4m3, u8, i1 ... for test ids and messages."""
     name = np.dtype(d).name
@@ -219,9 +225,9 @@ def _odd(v, larger):
 
 def round_sum(p, c, dtype):
     """p + c (float64 arrays) rounded once to ``dtype`` (f32, f16 or bf16): the exact
-    sum is s + err (two-sum), rounded to odd in f64 (and again in f32 for bf16, which
-    ml_dtypes converts through f32), then to nearest even: exact, as >= p + 2 bits
-    remain."""
+    sum is s + err (two-sum), rounded to odd in f64 (and again in f32 for bf16, so
+    the last step is f32 -> bf16, which every ml_dtypes version rounds once), then to
+    nearest even: exact, as >= p + 2 bits remain."""
     with np.errstate(all="ignore"):
         s = p + c
         bb = s - p

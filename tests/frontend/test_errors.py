@@ -402,3 +402,106 @@ def k_while_type_change(X, n):
 def test_while_carried_variable_changes_type(mark):
     e = compile_error(k_while_type_change, X=P32, n=T.i32)
     check_points_at(e, k_while_type_change, mark, r"'v' is i32 before the loop but f16")
+
+
+# ------------------------------------------------------------------ values from the host
+@mutile.jit
+def k_str_block(X, BLOCK: ml.constexpr):
+    offs = ml.arange(0, BLOCK)  # LINE-MARK: ml.arange
+    ml.store(X + offs, 1.0)
+
+
+@mutile.jit
+def k_str_arith(X, BLOCK: ml.constexpr):
+    n = BLOCK + 1  # LINE-MARK: BLOCK + 1
+    ml.store(X, n)
+
+
+def test_str_constexpr_used_as_a_number_names_the_parameter(mark):
+    """A string constexpr is accepted at launch (strings pick code paths) and fails
+    where the kernel uses it as a number, saying which parameter holds what."""
+    e = compile_error(k_str_block, X=P32, BLOCK="16")
+    check_points_at(e, k_str_block, mark, r"arange end must be a compile-time integer.*'16'.*"
+                                          r"'BLOCK' is the compile-time parameter BLOCK='16' "
+                                          r"\(a str, not a number\)")
+    e = compile_error(k_str_arith, X=P32, BLOCK="16")
+    check_points_at(e, k_str_arith, mark, r"operator \+ cannot combine the compile-time "
+                                          r"values '16' \(str\) and 1 \(int\).*'BLOCK' is")
+
+
+@mutile.jit
+def k_scalar_param(X, Y, n):
+    x = ml.load(X)
+    ml.store(Y, x * n)  # LINE-MARK: x * n
+
+
+@mutile.jit
+def k_scalar_bound(X, n):
+    offs = ml.arange(0, 16)
+    ml.store(X + offs, 1.0, mask=offs < n)  # LINE-MARK: offs < n
+
+
+def test_array_passed_for_a_scalar_names_the_parameter(mark):
+    """An array where the kernel wants a number makes the parameter a pointer; the
+    first use as a number is an error naming it (not the IR's 'expected numbers')."""
+    e = compile_error(k_scalar_param, X=P32, Y=P32, n=P32)
+    check_points_at(e, k_scalar_param, mark, r"operator mul is not defined on pointers, got "
+                                             r"f32 'x' and ptr<f32> 'n'; 'n' is a pointer "
+                                             r"\(ptr<f32>\): an array was passed for it")
+    e = compile_error(k_scalar_bound, X=P32, n=P32)
+    check_points_at(e, k_scalar_bound, mark, r"comparison lt is not defined on pointers.*"
+                                             r"'n' is a pointer")
+    x = np.ones(4, np.float32)
+    with pytest.raises(mutile.CompilationError, match=r"'n' is a pointer") as info:
+        k_scalar_param[(1,)](x, x.copy(), x)
+    assert info.value.loc.line == mark(k_scalar_param).line
+
+
+def make_array_closure():
+    table = np.arange(4, dtype=np.float32)
+
+    @mutile.jit
+    def k_array_closure(X):
+        ml.store(X, table[0])  # LINE-MARK: table
+    return k_array_closure
+
+
+def test_closure_array_cannot_be_used(mark):
+    kernel = make_array_closure()
+    e = compile_error(kernel, X=P32)
+    check_points_at(e, kernel, mark, r"closure variable 'table' \(ndarray\) cannot be used")
+
+
+@mutile.jit
+def k_huge_static_range(X, N: ml.constexpr):
+    acc = 0.0
+    for i in ml.static_range(N):  # LINE-MARK: ml.static_range
+        acc += i
+    ml.store(X, acc)
+
+
+@mutile.jit
+def k_static_range_nest(X, N: ml.constexpr, M: ml.constexpr):
+    acc = 0.0
+    for i in ml.static_range(N):
+        for j in ml.static_range(M):  # LINE-MARK: ml.static_range
+            acc += i * j
+    ml.store(X, acc)
+
+
+def test_static_range_unrolling_has_a_limit(mark):
+    """static_range(200000) used to compile for minutes; a nest of unrolled loops may
+    emit MAX_UNROLLED bodies, and the loop that goes over says so at once."""
+    import time
+
+    from mutile.frontend.control import MAX_UNROLLED
+    t0 = time.perf_counter()
+    e = compile_error(k_huge_static_range, X=P32, N=200000)
+    assert time.perf_counter() - t0 < 5
+    check_points_at(e, k_huge_static_range, mark,
+                    rf"this static_range unrolls 200000 iterations: more than the "
+                    rf"{MAX_UNROLLED} .* use ml.range")
+    e = compile_error(k_static_range_nest, X=P32, N=64, M=128)
+    check_points_at(e, k_static_range_nest, mark,
+                    r"unrolls 128 iterations inside unrolled loops that repeat it 64 times "
+                    r"\(8192 bodies in all\)")

@@ -352,3 +352,18 @@ def k_plain_range(X, n):
 
 def test_plain_range_has_no_loop_attributes(compile_ir):
     assert compile_ir(k_plain_range, X=P(T.f32), n=T.i32).only("for").attrs == {}
+
+
+@mutile.jit
+def k_range_constexpr(X, N: ml.constexpr):
+    acc = 0.0
+    for i in range(N):
+        acc += ml.load(X + i)
+    ml.store(X, acc)
+
+
+def test_range_of_a_constexpr_stays_a_loop(compile_ir):
+    """``range(N)`` with a constexpr ``N`` is a loop (as in Triton), never unrolled by
+    the frontend, so a large N compiles as fast as a small one."""
+    c = compile_ir(k_range_constexpr, X=P(T.f32), N=200000)
+    assert c.names("ir").count("for") == 1 and c.names("ir").count("load") == 1

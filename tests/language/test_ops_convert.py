@@ -2,7 +2,9 @@
 
 The oracle is the one table of conversion semantics, ``mutile.ir.semantics.convert``;
 float -> float is also checked against ml_dtypes' own ``astype`` (NaN, infinity,
-overflow to fp8 and rounding ties included), float -> int against an independent
+overflow to fp8 and rounding ties included; not f64 -> bf16 / fp8, which ml_dtypes
+before 0.7 rounds twice, through f32; test_ops_convert_exact.py checks every pair
+against an exact oracle), float -> int against an independent
 reference (truncate toward zero, saturate, NaN -> 0), int -> int against numpy's
 wrap-around, and anything -> bool against ``x != 0``. One kernel per source dtype
 converts to all fifteen destinations.
@@ -109,6 +111,9 @@ def test_convert(src, rng, backend):
             with np.errstate(invalid="ignore"):
                 assert_bits_equal(got, x.astype(np.float64) != 0 if is_float(src) else x != 0, what)
         elif is_float(src) and is_float(dst):
+            if np.dtype(src) == np.float64 and np.dtype(dst).itemsize == 1 or \
+                    np.dtype(src) == np.float64 and np.dtype(dst) == ml_dtypes.bfloat16:
+                continue                  # ml_dtypes < 0.7 rounds these twice
             with np.errstate(all="ignore"):
                 assert_bits_equal(got, x.astype(dst), what + " (ml_dtypes)")
         elif is_float(src):

@@ -92,3 +92,28 @@ def test_where_minimum_maximum_clamp(dtype, rng, backend):
     same(o[6], np.where(c != 0, x, y), "where")
     same(o[7], np.where(x64 > y64, x, np.array(0).astype(dtype)), "where(.., 0)")
     same(o[8], np.where(c[0] != 0, x, y), "where(scalar cond)")
+
+
+@mutile.jit
+def where_number_arms(X, O, BLOCK: ml.constexpr):
+    offs = ml.program_id(0) * BLOCK + ml.arange(0, BLOCK)
+    x = ml.load(X + offs)
+    w = ml.where(x > 0, 0, -1.0e6)             # an int and a float arm
+    put(O, 0, w, BLOCK)                        # put() checks the dtype: float32
+    s = ml.load(X + ml.program_id(0))
+    put(O, 1, ml.where(s > 0, 1, 0.5) + x * 0, BLOCK)   # a scalar condition, number arms
+    put(O, 2, ml.where(x > 0, 3, True).to(ml.float32), BLOCK)   # int and bool: int32
+
+
+def test_where_with_two_number_arms(rng, backend):
+    """As in Triton, two Python-number arms meet at their literals' promoted type:
+    ``where(m, 0, -1.0e6)`` is float32 (0 converted), ``where(m, 3, True)`` int32."""
+    x = random_data(np.float32, N, rng, specials=False)
+    x[0], x[1] = 1.0, -2.0            # program 0's scalar is positive, program 1's not
+    o = poison((3, N), np.float32)
+    where_number_arms[GRID](x, o, BLOCK=TILE, backend=backend)
+    x64 = x.astype(np.float64)
+    assert_bits_equal(o[0], np.where(x64 > 0, 0.0, -1.0e6).astype(np.float32), "where(m, 0, -1e6)")
+    pick = np.repeat(np.where(x64[:GRID[0]] > 0, 1.0, 0.5), TILE)
+    assert_bits_equal(o[1], (pick + x64 * 0).astype(np.float32), "where(s, 1, 0.5)")
+    assert_bits_equal(o[2], np.where(x64 > 0, 3.0, 1.0).astype(np.float32), "where(m, 3, True)")

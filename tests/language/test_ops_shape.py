@@ -90,3 +90,50 @@ def test_shape_ops(dtype, rng, backend):
         want = np.asarray(want).astype(dtype)
         assert_bits_equal(o[k, :want.size], want.ravel(), f"slot {k}")
         assert_bits_equal(o[k, want.size:], poison(SLOT - want.size, dtype), f"slot {k} overrun")
+
+
+@mutile.jit
+def full_0d_plus_scalar(X, Y, eps: ml.constexpr):
+    pid = ml.program_id(0)
+    e = ml.full((), eps, ml.float32)           # shape (): a scalar, as in Triton
+    ml.static_assert(len(e.shape) == 0, "full(()) is a scalar")
+    ml.store(Y + pid, ml.load(X + pid) + e)
+    ml.store(Y + ml.num_programs(0) + pid, ml.zeros([], ml.float32) - ml.load(X + pid))
+
+
+@mutile.jit
+def store_full_0d(Y, eps: ml.constexpr):
+    ml.store(Y + ml.program_id(0), ml.full((), eps, ml.float32))
+
+
+def test_full_of_empty_shape_combines_with_scalars(rng, backend):
+    """``ml.full((), eps, dtype)`` and ``ml.zeros([], dtype)`` add to a scalar (they were
+    0-d tiles, and 'operand types differ')."""
+    x = random_data(np.float32, 4, rng)
+    y = poison(8, np.float32)
+    full_0d_plus_scalar[(4,)](x, y, 1.0e-3, backend=backend)
+    x64 = x.astype(np.float64)
+    assert_bits_equal(y[:4], (x64 + float(np.float32(1.0e-3))).astype(np.float32), "x + eps")
+    assert_bits_equal(y[4:], (0.0 - x64).astype(np.float32), "0 - x")
+
+
+def test_store_of_full_of_empty_shape(backend):
+    """A 0-d ``full`` stored at one address per program (the llvm backend crashed on the
+    0-d tile; pinghu rejected it)."""
+    y = poison(8, np.float32)
+    store_full_0d[(4,)](y, 0.25, backend=backend)
+    assert_bits_equal(y, np.array([0.25] * 4 + [np.nan] * 4, np.float32), "stored eps")
+
+
+@mutile.jit
+def reshape_to_scalar(X):
+    ml.store(X, ml.reshape(ml.load(X + ml.arange(0, 1)), ()))
+
+
+def test_reshape_to_no_dims_is_refused(compile_ir):
+    """A 1-element tile does not become a scalar by reshape (that IR shape, a 0-d tile,
+    is not one the backends take); the error says what does."""
+    from mutile.ir import types as T
+    with pytest.raises(mutile.CompilationError, match=r"cannot reshape the tile \[1\] to a "
+                                                      r"scalar; take its element with ml.sum"):
+        compile_ir(reshape_to_scalar, X=T.PointerType(T.f32))

@@ -1,4 +1,5 @@
-"""Bounds checking (``check_bounds=True`` or ``MUTILE_CHECK_BOUNDS=1``): an access
+"""Bounds checking (on by default; ``check_bounds=False`` or ``MUTILE_CHECK_BOUNDS=0``
+turns it off): an access
 outside the arrays passed to the launch raises ``mutile.DeviceFault`` naming the
 Python ``file:line`` of the ``ml.load``/``ml.store``, the parameter and the element
 index (never a compiler file); in-bounds kernels compute the same bits with and
@@ -172,42 +173,62 @@ def test_in_bounds_kernels_give_the_same_results_with_checks(checked, backend):
         np.testing.assert_array_equal(plain[name][0], plain[name][1], err_msg=name)
 
 
-def test_checks_are_compiled_in_only_when_asked(checked, backend, rng):
+@pytest.fixture(params=["option", "env"])
+def unchecked(request, monkeypatch):
+    """``unchecked()`` turns bounds checking off (the launch option or the environment
+    variable) and returns the launch keywords to use from then on."""
+    def off():
+        if request.param == "env":
+            monkeypatch.setenv("MUTILE_CHECK_BOUNDS", "0")
+            return {}
+        return {"check_bounds": False}
+    return off
+
+
+def test_checks_are_on_by_default_and_can_be_turned_off(unchecked, backend, rng):
+    """A launch checks its accesses unless told not to (``check_bounds=False`` or
+    ``MUTILE_CHECK_BOUNDS=0``), which compiles another specialization."""
     x = rng.standard_normal(100).astype(np.float32)
     args = (x, poison(100, np.float32), 100)
-    plain = shift_right.warmup(*args, BLOCK=128, SHIFT=1, GUARD=1, backend=backend)
+    checked = shift_right.warmup(*args, BLOCK=128, SHIFT=1, GUARD=1, backend=backend)
     base = rng.standard_normal(300).astype(np.float32)
     y = poison(100, np.float32)
+    with pytest.raises(mutile.DeviceFault):
+        shift_right[(1,)](base[100:200], y, 100, BLOCK=128, SHIFT=1, GUARD=0, backend=backend)
+    kw = unchecked()
     if backend == "pinghu":
         # the interpreter checks every access like a GPU core dump, asked or not
         with pytest.raises(mutile.DeviceFault):
             shift_right[(1,)](base[100:200], y, 100, BLOCK=128, SHIFT=1, GUARD=0,
-                              backend=backend)
+                              backend=backend, **kw)
         return
+    plain = shift_right.warmup(*args, BLOCK=128, SHIFT=1, GUARD=1, backend=backend, **kw)
+    assert plain is not checked
+    assert plain.metadata["cache_key"] != checked.metadata["cache_key"]
+    assert plain.metadata["check_bounds"] is False and checked.metadata["check_bounds"] is True
     # without checks an out-of-bounds read is not reported (it stays inside the buffer here)
-    shift_right[(1,)](base[100:200], y, 100, BLOCK=128, SHIFT=1, GUARD=0, backend=backend)
+    shift_right[(1,)](base[100:200], y, 100, BLOCK=128, SHIFT=1, GUARD=0, backend=backend, **kw)
     np.testing.assert_array_equal(y, base[99:199])
-    kw = checked()
-    with_checks = shift_right.warmup(*args, BLOCK=128, SHIFT=1, GUARD=1, backend=backend, **kw)
-    assert with_checks is not plain
-    assert with_checks.metadata["cache_key"] != plain.metadata["cache_key"]
-    with pytest.raises(mutile.DeviceFault):
-        shift_right[(1,)](base[100:200], y, 100, BLOCK=128, SHIFT=1, GUARD=0, backend=backend,
-                          **kw)
 
 
-@pytest.mark.parametrize("value", ["0", ""])
-def test_mutile_check_bounds_off_values(value, monkeypatch, backend, rng):
-    """``MUTILE_CHECK_BOUNDS=0`` (or empty) leaves the checks off."""
+@pytest.mark.parametrize("value, on", [("0", False), ("false", False), ("off", False),
+                                       ("", True), ("1", True)])
+def test_mutile_check_bounds_values(value, on, monkeypatch, rng):
+    """``MUTILE_CHECK_BOUNDS``: 0/false/off turn the checks off; empty or 1 keep them;
+    an explicit ``check_bounds=`` launch option wins over the variable (llvm; the
+    interpreter always checks)."""
     base = rng.standard_normal(300).astype(np.float32)
-    plain = shift_right.warmup(base, base, 100, BLOCK=128, SHIFT=1, GUARD=0, backend=backend)
     monkeypatch.setenv("MUTILE_CHECK_BOUNDS", value)
     y = poison(100, np.float32)
-    if backend == "pinghu":          # always checked (see above)
+    launch = shift_right[(1,)]
+    if on:
         with pytest.raises(mutile.DeviceFault):
-            shift_right[(1,)](base[100:200], y, 100, BLOCK=128, SHIFT=1, GUARD=0,
-                              backend=backend)
-        return
-    k = shift_right[(1,)](base[100:200], y, 100, BLOCK=128, SHIFT=1, GUARD=0, backend=backend)
+            launch(base[100:200], y, 100, BLOCK=128, SHIFT=1, GUARD=0, backend="llvm")
+        launch(base[100:200], y, 100, BLOCK=128, SHIFT=1, GUARD=0, backend="llvm",
+               check_bounds=False)
+    else:
+        launch(base[100:200], y, 100, BLOCK=128, SHIFT=1, GUARD=0, backend="llvm")
+        with pytest.raises(mutile.DeviceFault):
+            launch(base[100:200], y, 100, BLOCK=128, SHIFT=1, GUARD=0, backend="llvm",
+                   check_bounds=True)
     np.testing.assert_array_equal(y, base[99:199])
-    assert k.metadata["cache_key"] == plain.metadata["cache_key"]

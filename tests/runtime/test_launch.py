@@ -345,3 +345,42 @@ def test_array_likes(wrap, backend, rng):
     with raises_launch_error("'X'", "f64"):
         k[grid_of(777)](wrap(x.astype(np.float64)), wrap(y), wrap(z), 777, BLOCK=128,
                         backend=backend)
+
+
+# ---------------------------------------------------------------- tracebacks
+@mutile.jit
+def _uses_undefined(X):
+    ml.store(X, not_defined_anywhere)  # noqa: F821
+
+
+@mutile.jit
+def _reads_past_the_end(X, n):
+    ml.store(X + n, 1.0)
+
+
+def _mutile_frames(tb) -> list:
+    import os
+    import traceback
+    roots = [os.path.dirname(mutile.__file__)]
+    return [f for f in traceback.extract_tb(tb) if any(f.filename.startswith(r) for r in roots)]
+
+
+@pytest.mark.parametrize("how", ["launch", "warmup", "compiled", "fault"])
+def test_errors_raised_at_launch_hide_the_compiler_frames(how, backend):
+    """A CompilationError / LaunchError / DeviceFault raised by a launch carries at most
+    the one frame of the entry point the user called, not the compiler's."""
+    x = poison(4, np.float32)
+    with pytest.raises(mutile.MutileError) as ei:
+        if how == "launch":
+            _uses_undefined[(1,)](x, backend=backend)
+        elif how == "warmup":
+            _uses_undefined.warmup(x, backend=backend, grid=(1,))
+        elif how == "compiled":
+            k = add_kernel.warmup(x, x, x, 4, BLOCK=4, backend=backend, grid=(1,))
+            k[(1,)](x, x, x, 4, BLOCK=8)
+        else:
+            _reads_past_the_end[(1,)](x, 4, backend=backend)
+    frames = _mutile_frames(ei.value.__traceback__)
+    assert len(frames) <= 1, "compiler frames in the traceback:\n" + "\n".join(
+        f"{f.filename}:{f.lineno} {f.name}" for f in frames)
+    assert ei.value.__cause__ is None and ei.value.__context__ is None

@@ -1,14 +1,19 @@
-"""Bit-exactness tests for backends.llvm.fpconv against NumPy / ml_dtypes casts.
+"""Bit-exactness tests for backends.llvm.fpconv: float -> float and int -> float.
 
-Every (src, dst) pair of the six formats is compiled twice into one JIT
-module: a ``<16 x T>`` vector kernel and a scalar loop (which LLVM's loop
-vectorizer turns into vector code plus a scalar remainder).  8/16-bit sources
-are checked exhaustively; f32/f64 sources with millions of random patterns
-plus targeted ties, overflow thresholds, subnormal boundaries and NaNs.
+The reference is mutile's rule (round once, to nearest even, from the exact
+value): the exact oracle of tests/ir/exact_fp.py on every pair (its edge cases
+and random patterns), and ``semantics.convert`` (itself checked against the
+oracle, tests/ir/test_convert.py) where millions of inputs are needed.  NaN
+payloads are compared too.  Every (src, dst) pair of the six formats is
+compiled twice into one JIT module: a ``<16 x T>`` vector kernel and a scalar
+loop (which LLVM's loop vectorizer turns into vector code plus a scalar
+remainder); every integer type -> float format pair once, as a vector kernel.
+8/16-bit sources are checked exhaustively; f32/f64 sources with millions of
+random patterns plus targeted ties, overflow thresholds, subnormal boundaries
+and NaNs.
 """
 import ctypes
 import re
-import warnings
 import zlib
 
 import ml_dtypes
@@ -18,6 +23,10 @@ from llvmlite import ir
 import llvmlite.binding as llvm
 
 from backends.llvm import fpconv
+from mutile.ir import semantics
+from mutile.ir import types as T
+
+from ...ir import exact_fp as X
 
 DT = {"f64": np.float64, "f32": np.float32, "f16": np.float16,
       "bf16": ml_dtypes.bfloat16, "f8e4m3": ml_dtypes.float8_e4m3fn,
@@ -26,15 +35,27 @@ UT = {"f64": np.uint64, "f32": np.uint32, "f16": np.uint16, "bf16": np.uint16,
       "f8e4m3": np.uint8, "f8e5m2": np.uint8}
 NAMES = list(DT)
 PAIRS = [(s, d) for s in NAMES for d in NAMES if s != d]
+INT_NAMES = list(X.INTS)
+INT_PAIRS = [(s, d) for s in INT_NAMES for d in NAMES]
 LANES = 16
 I64 = ir.IntType(64)
 PTR = ir.PointerType()
 KERNEL = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64)
 
 
+def _storage(fmt):
+    return fpconv.storage_type(fmt) if fmt in fpconv.FORMATS else ir.IntType(X.INTS[fmt][0])
+
+
+def _convert(b, x, src, dst):
+    if src in fpconv.FORMATS:
+        return fpconv.convert_float(b, x, src, dst)
+    return fpconv.convert_int(b, x, X.INTS[src][1], dst)
+
+
 def _emit_loop(mod, name, src, dst, lanes):
     """void name(src*, dst*, i64 n): dst[i] = convert(src[i]), ``lanes`` per step."""
-    st, dt = fpconv.storage_type(src), fpconv.storage_type(dst)
+    st, dt = _storage(src), _storage(dst)
     vs = ir.VectorType(st, lanes) if lanes > 1 else st
     fn = ir.Function(mod, ir.FunctionType(ir.VoidType(), [PTR, PTR, I64]), name=name)
     p_src, p_dst, n = fn.args
@@ -47,7 +68,7 @@ def _emit_loop(mod, name, src, dst, lanes):
     b.cbranch(b.icmp_signed("<", i, n), body, done)
     b.position_at_end(body)
     x = b.load(b.gep(p_src, [i], source_etype=st), typ=vs, align=1)
-    b.store(fpconv.convert_float(b, x, src, dst), b.gep(p_dst, [i], source_etype=dt), align=1)
+    b.store(_convert(b, x, src, dst), b.gep(p_dst, [i], source_etype=dt), align=1)
     nxt = b.add(i, ir.Constant(I64, lanes))
     i.add_incoming(nxt, body)
     b.branch(head)
@@ -64,6 +85,8 @@ class _Jit:
         for s, d in PAIRS:
             _emit_loop(mod, f"vec_{s}_{d}", s, d, LANES)
             _emit_loop(mod, f"scl_{s}_{d}", s, d, 1)
+        for s, d in INT_PAIRS:
+            _emit_loop(mod, f"vec_{s}_{d}", s, d, LANES)
         self.llmod = llvm.parse_assembly(str(mod))
         self.llmod.verify()
         self.tm = llvm.Target.from_default_triple().create_target_machine(
@@ -82,7 +105,7 @@ class _Jit:
         name = f"{kind}_{src}_{dst}"
         if name not in self._fns:
             self._fns[name] = KERNEL(self.ee.get_function_address(name))
-        bits = np.ascontiguousarray(bits, dtype=UT[src])
+        bits = np.ascontiguousarray(bits, dtype=UT.get(src) or X.DTYPE[src])
         n = bits.size
         if kind == "vec":
             pad = (-n) % LANES
@@ -98,15 +121,15 @@ def jit():
 
 
 def reference(bits, src, dst):
-    with warnings.catch_warnings(), np.errstate(all="ignore"):
-        warnings.simplefilter("ignore")
-        return np.asarray(bits, UT[src]).view(DT[src]).astype(DT[dst]).view(UT[dst])
+    """mutile's conversion of the ``src`` bit patterns, as ``dst`` bits."""
+    x = np.asarray(bits, UT[src]).view(DT[src])
+    return semantics.convert(x, T.SCALARS[src], T.SCALARS[dst]).view(UT[dst])
 
 
-def check(jit, src, dst, bits):
-    bits = np.asarray(bits, UT[src])
-    ref = reference(bits, src, dst)
-    for kind in ("vec", "scl"):
+def check(jit, src, dst, bits, ref=None, kinds=("vec", "scl")):
+    bits = np.asarray(bits, UT.get(src) or X.DTYPE[src])
+    ref = reference(bits, src, dst) if ref is None else ref
+    for kind in kinds:
         out = jit.run(kind, src, dst, bits)
         bad = np.nonzero(out != ref)[0]
         if bad.size:
@@ -240,20 +263,50 @@ def test_f32_tie_at_every_exponent(jit):
         check(jit, "f32", dst, bits)
 
 
-def test_double_rounding_matches_ml_dtypes(jit):
-    """ml_dtypes casts f64 -> bf16/f8 via f32, but f64 -> f16 directly."""
+def test_rounds_once(jit):
+    """f64 -> every format rounds once: just above a tie of the destination, where
+    rounding through f32 first would tie to even instead; so do integers."""
     x = np.array([1 + 2**-8 + 2**-40, 1 + 2**-11 + 2**-40, 1 + 2**-3 + 2**-40,
-                  1 + 2**-4 + 2**-40])
+                  1 + 2**-4 + 2**-40, 464 + 2**-20])
     bits = x.view(np.uint64)
-    assert jit.run("vec", "f64", "bf16", bits)[0] == 0x3F80  # 1.0 (twice rounded)
-    assert jit.run("vec", "f64", "f16", bits)[1] == 0x3C01  # rounded once, upward
+    for kind in ("vec", "scl"):
+        assert jit.run(kind, "f64", "bf16", bits)[0] == 0x3F81  # not 0x3F80 (1.0)
+        assert jit.run(kind, "f64", "f16", bits)[1] == 0x3C01
+        assert jit.run(kind, "f64", "f8e5m2", bits)[2] == 0x3D  # not 0x3C
+        assert jit.run(kind, "f64", "f8e4m3", bits)[3] == 0x39  # not 0x38
+        assert jit.run(kind, "f64", "f8e4m3", bits)[4] == 0x7F  # NaN, not 448
+    ints = np.array([2**24 + 2**16 + 1, -(2**24 + 2**16 + 1), 2**62 + 2**54 + 1], np.int64)
+    assert list(jit.run("vec", "i64", "bf16", ints)) == [0x4B81, 0xCB81, 0x5E81]
+    assert list(jit.run("vec", "u64", "bf16", np.array([2**63 + 2**55 + 1], np.uint64))) \
+        == [0x5F01]
     for dst in NAMES[1:]:
         check(jit, "f64", dst, bits)
 
 
+@pytest.mark.parametrize("src,dst", PAIRS)
+def test_against_the_oracle(jit, src, dst):
+    """The exact oracle on the source's special values, values at and around every
+    format's ties and thresholds, and random patterns."""
+    rng = np.random.default_rng(zlib.crc32(f"oracle {src}->{dst}".encode()))
+    x = X.samples(src, 1200, rng)
+    check(jit, src, dst, x.view(UT[src]), X.convert(x, src, dst).view(UT[dst]))
+
+
+@pytest.mark.parametrize("src,dst", INT_PAIRS)
+def test_integers_against_the_oracle(jit, src, dst):
+    """Integers (limits, at and next to every format's ties, random) rounded once."""
+    rng = np.random.default_rng(zlib.crc32(f"oracle {src}->{dst}".encode()))
+    x = X.samples(src, 600, rng)
+    check(jit, src, dst, x, X.convert(x, src, dst).view(UT[dst]), kinds=("vec",))
+    wide = rng.integers(0, 2**64, 100_000, dtype=np.uint64).astype(x.dtype)
+    want = semantics.convert(wide, T.SCALARS[src], T.SCALARS[dst]).view(UT[dst])
+    check(jit, src, dst, wide, want, kinds=("vec",))
+
+
 def test_scalar_loop_vectorized(jit):
     """The scalar kernels are branch-free, so LLVM's loop vectorizer widens them."""
-    for s, d in [("f32", "bf16"), ("f16", "f32"), ("f8e4m3", "f16"), ("f64", "f8e5m2")]:
+    for s, d in [("f32", "bf16"), ("f16", "f32"), ("f8e4m3", "f16"), ("f64", "f8e5m2"),
+                 ("f64", "bf16")]:
         body = jit.opt_ir.split(f"@scl_{s}_{d}(")[1].split("\n}\n")[0]
         assert re.search(r"<(4|8|16|32) x (i\d+|float|double)>", body), (s, d)
 

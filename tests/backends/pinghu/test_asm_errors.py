@@ -71,6 +71,27 @@ def test_register_pairs_and_quads_are_aligned():
     at("ALU.FADD.F32 R1, R2, R300", "R300", "register R300 does not exist (R0 .. R254, RZ)")
 
 
+def test_the_zero_register_and_true_predicate_have_no_number():
+    """255 encodes RZ and PT, but the text names them RZ and PT only."""
+    at("ALU.FADD.F32 R255, R1, R2", "R255", "register R255 does not exist (R0 .. R254, RZ)")
+    at("ALU.FADD.F32 R1, R255, R2", "R255", "register R255 does not exist (R0 .. R254, RZ)")
+    at("LSU.LD.GLOBAL.B32 R1, [R255]", "R255", "register R255 does not exist (R0 .. R254, RZ)")
+    at("@P255 EXIT", "P255", "predicate P255 does not exist (P0 .. P254, PT)")
+    at("ALU.ISETP.LT.S32 P255, R1, R2", "P255", "predicate P255 does not exist (P0 .. P254, "
+       "PT)")
+    assemble(HEAD + "ALU.FADD.F32 R254, RZ, R2\n@PT EXIT\n")
+
+
+def test_listing_bytes_that_are_not_utf8():
+    from mutile.backends.pinghu.asm import listing_text
+    text = listing_text(HEAD.encode() + b"EXIT    // caf\xe9\r\n")
+    assert text == HEAD + "EXIT    // caf\ufffd\n"
+    with pytest.raises(AssemblyError) as e:
+        listing_text(HEAD.encode() + b"EX\xffIT  // fine\n", "k.musa")
+    assert str(e.value) == ("k.musa:4:3: error: byte 0xff is not UTF-8 text (only comments may "
+                            "hold such bytes)\n    EX\ufffdIT  // fine\n      ^")
+
+
 def test_bad_register_runs():
     at("ALU.FADD.F32 R[8:40], R[40:8], R2", "R[40:8]",
        "bad run R[40:8]: end must be greater than start")

@@ -342,6 +342,58 @@ def test_scan_shapes_match_llvm(dtype, shape, axis, num_warps, rng):
     assert_bits_equal(got, run_llvm(x, shape, axis, "scan", "sum"), "pinghu vs llvm")
 
 
+@mutile.jit
+def column_scan(X, Y, BM: ml.constexpr, PROD: ml.constexpr):
+    offs = ml.arange(0, BM)[:, None] + ml.arange(0, 1)[None, :]
+    x = ml.load(X + offs)
+    if PROD:
+        y = ml.cumprod(x, axis=0)
+    else:
+        y = ml.cumsum(x, axis=0)
+    ml.store(Y + offs, y)
+
+
+@mutile.jit
+def column_scan3(X, Y, BM: ml.constexpr):
+    offs = (ml.arange(0, 4)[:, None, None] * BM + ml.arange(0, BM)[None, :, None]
+            + ml.arange(0, 1)[None, None, :])
+    ml.store(Y + offs, ml.cumsum(ml.load(X + offs), axis=1))
+
+
+def _wrapped_scan(x: np.ndarray, axis: int, prod: bool, out) -> np.ndarray:
+    """Integer cumsum/cumprod wrapping in ``out``'s width (exact: mod 2**64 first)."""
+    w = np.cumprod(x.astype(np.uint64), axis) if prod else \
+        np.cumsum(x.astype(np.int64).astype(np.uint64), axis)
+    return w.astype(np.dtype(out).str.replace("i", "u")).view(out)
+
+
+@pytest.mark.parametrize("num_warps", [1, 4])
+@pytest.mark.parametrize("BM", [4, 8, 32, 128, 512, 2048])
+@pytest.mark.parametrize("prod,dtype,out", [
+    (False, np.int32, np.int32), (False, np.int64, np.int64), (False, np.int16, np.int32),
+    (False, np.uint8, np.uint32), (True, np.int32, np.int32), (True, np.int64, np.int64)],
+    ids=lambda v: {False: "cumsum", True: "cumprod"}[v] if isinstance(v, bool)
+    else np.dtype(v).name)
+def test_integer_scan_down_a_column(prod, dtype, out, BM, num_warps, rng):
+    """Axis 0 of a (BM, 1) tile: the lines are contiguous as along a last axis (the
+    split path); was an internal error. Equals numpy (wrapping) and the llvm backend."""
+    lo, hi = (-3, 4) if prod else (np.iinfo(dtype).min, np.iinfo(dtype).max)
+    x = rng.integers(max(lo, -10**6), min(hi, 10**6), (BM, 1), endpoint=False).astype(dtype)
+    want = _wrapped_scan(x, 0, prod, out)
+    for backend in ("pinghu", "llvm"):
+        y = np.full((BM, 1), np.iinfo(out).max // 3, out)
+        column_scan[(1,)](x, y, BM=BM, PROD=prod, backend=backend, num_warps=num_warps)
+        np.testing.assert_array_equal(y, want, err_msg=backend)
+
+
+@pytest.mark.parametrize("BM", [8, 64, 256])
+def test_integer_cumsum_down_the_middle_axis_of_3d_tiles(BM, rng):
+    x = rng.integers(-10**6, 10**6, (4, BM, 1)).astype(np.int32)
+    y = np.full_like(x, -7)
+    column_scan3[(1,)](x, y, BM=BM, backend="pinghu")
+    np.testing.assert_array_equal(y, _wrapped_scan(x, 1, False, np.int32))
+
+
 # ---------------------------------------------------------------- code
 def _reduce_instructions(k) -> list[str]:
     """Mnemonics of the instructions a program spends after its global load and before

@@ -117,18 +117,76 @@ def test_barrier_deadlock_is_reported(tmp_path, monkeypatch):
 @mutile.jit
 def spin(X, n):
     v = ml.load(X)
-    while v < n:
-        v = v * 1  # SPIN
+    while v < n:  # SPIN
+        v = v * 1
     ml.store(X, v)
 
 
-def test_a_kernel_that_never_finishes_is_reported(monkeypatch):
-    """No warp is blocked, so it is no deadlock: the watchdog ends it, naming the line."""
-    monkeypatch.setenv("MUTILE_WATCHDOG", "2000")
+def test_a_kernel_that_never_finishes_is_reported():
+    """No warp is blocked, so it is no deadlock: its state repeats, so it is reported as
+    making no progress (tests/backends/pinghu/test_progress.py has the rest)."""
     x = np.zeros(1, np.float32)
-    with pytest.raises(mutile.DeviceFault, match="watchdog: 2000 scheduling steps") as ei:
+    with pytest.raises(mutile.DeviceFault, match="no progress: the machine returns to the "
+                       "same state") as ei:
         spin[(1,)](x, 1.0, backend="pinghu")
-    assert f"{HERE}:" in str(ei.value) and "MUTILE_WATCHDOG" in str(ei.value)
+    assert f"{HERE}:{_line('SPIN')}" in str(ei.value)
+    assert ei.value.coredump["faulting"]["pc"] == ei.value.coredump["warps"][0]["pc"]
     x[0] = 3.0
     spin[(1,)](x, 1.0, backend="pinghu")            # a finishing launch is untouched
     assert x[0] == 3.0
+
+
+# ---------------------------------------------------------------- edited listings
+def test_sync_with_an_empty_reconvergence_stack_is_a_fault(tmp_path, monkeypatch):
+    """A SYNC outside every SSY region has no point to wait at: its lanes would vanish
+    (and the block finish with the tile unwritten)."""
+    text = _listing()
+    lines = text.splitlines()
+    s, _ = _section(text, "TRANS")
+    lines.insert(s + 1, "        SYNC")
+    with pytest.raises(mutile.DeviceFault, match="SYNC with an empty reconvergence stack") \
+            as ei:
+        _run_edited("\n".join(lines) + "\n", tmp_path, monkeypatch)
+    e = ei.value
+    msg = str(e)
+    assert f"{HERE}:{_line('TRANS')}" in msg and "y = ml.trans(x)" in msg
+    assert f"pc {e.pc}: SYNC" in msg and "block (0, 0, 0), warp 0, lane 0" in msg
+    assert e.coredump["faulting"]["pc"] == e.pc and "SYNC" in e.coredump["faulting"]["where"]
+
+
+def test_r255_is_not_rz_in_a_listing(tmp_path, monkeypatch):
+    """R0 .. R254 exist and RZ reads zero: R255 is neither, whatever its number."""
+    text = _listing()
+    lines = text.splitlines()
+    s, e = _section(text, "TRANS")
+    k = next(i for i in range(s, e) if "LSU.ST.SHARED" in lines[i])
+    lines[k] = lines[k].rsplit(",", 1)[0] + ", R255"
+    with pytest.raises(mutile.CompilationError) as ei:
+        _run_edited("\n".join(lines) + "\n", tmp_path, monkeypatch)
+    msg = str(ei.value)
+    assert f"transpose.musa:{k + 1}:" in msg
+    assert "register R255 does not exist (R0 .. R254, RZ)" in msg and "LSU.ST.SHARED" in msg
+
+
+def test_a_non_utf8_byte_in_a_comment_is_tolerated(tmp_path, monkeypatch):
+    raw = _listing().encode().replace(b"y = ml.trans(x)", b"y = ml.trans(x) \xff\xfe", 1)
+    (tmp_path / "transpose.musa").write_bytes(raw)
+    monkeypatch.setenv("MUTILE_OVERRIDE_DIR", str(tmp_path))
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((16, 16)).astype(np.float32)
+    y = np.full_like(x, np.nan)
+    transpose[(2,)](x, y, B=16, backend="pinghu")
+    np.testing.assert_array_equal(y, x.T)
+
+
+def test_a_non_utf8_byte_in_code_names_its_line(tmp_path, monkeypatch):
+    text = _listing()
+    k = next(i for i, ln in enumerate(text.splitlines()) if "LSU.ST.SHARED" in ln)
+    raw = text.encode().replace(b"LSU.ST.SHARED", b"LSU.ST.\xffSHARED", 1)
+    (tmp_path / "transpose.musa").write_bytes(raw)
+    monkeypatch.setenv("MUTILE_OVERRIDE_DIR", str(tmp_path))
+    x = np.zeros((16, 16), np.float32)
+    with pytest.raises(mutile.CompilationError) as ei:
+        transpose[(2,)](x, x.copy(), B=16, backend="pinghu")
+    msg = str(ei.value)
+    assert f"transpose.musa:{k + 1}:" in msg and "byte 0xff is not UTF-8 text" in msg

@@ -2,6 +2,7 @@
 tests run every row (each test module lists the rows it exercises in ``COVERS``)."""
 import pytest
 
+import mutile.backends.pinghu.interp  # noqa: F401  (every module's rows register)
 from mutile.backends.pinghu.interp_ops import IMPLS, build
 from mutile.backends.pinghu.isa import INSTRS
 

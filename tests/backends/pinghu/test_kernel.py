@@ -193,3 +193,56 @@ def test_loop_invariant_instructions_leave_the_loop(rng):
     end = next(i for i, ln in enumerate(lines) if ln.startswith("L_end"))
     assert any("ALU.IOTA" in ln for ln in lines[:head])
     assert not any("ALU.IOTA" in ln for ln in lines[head:end]), "\n".join(lines[head:end])
+
+
+# ---------------------------------------------------------------- launch limits
+def test_grids_past_pinghus_limits_are_launch_errors():
+    """x <= 2**31 - 1, y and z <= 65535 (backends/pinghu/machine.py). Run in a subprocess:
+    a grid that slipped through would run (nearly) forever."""
+    code = f"""
+import importlib.util, numpy as np, mutile
+spec = importlib.util.spec_from_file_location("kernels", {str(HERE)!r})
+k = importlib.util.module_from_spec(spec); spec.loader.exec_module(k)
+x = np.random.default_rng(1).standard_normal(8).astype(np.float32)
+z = np.full(8, np.nan, np.float32)
+for grid in [(2**31, 1, 1), (2**40, 1, 1), (1, 65536, 1), (1, 1, 65536)]:
+    try:
+        k.axpy[grid](x, x, z, 1.5, 8, BLOCK=256, backend="pinghu")
+        print("RAN", grid)
+    except mutile.LaunchError as e:
+        print("LAUNCH", e)
+k.axpy[(1, 1, 1)](x, x, z, 1.5, 8, BLOCK=256, backend="pinghu")
+print("OK", bool((z == np.float32(1.5) * x + x).all()))
+"""
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       timeout=240)
+    assert r.returncode == 0, r.stderr
+    out = r.stdout.splitlines()
+    assert out[0] == ("LAUNCH kernel 'axpy': grid (2147483648, 1, 1): 2147483648 blocks along "
+                      "x exceed Pinghu's limit of 2147483647 (x <= 2147483647, y and z <= "
+                      "65535)"), r.stdout
+    assert out[1].startswith("LAUNCH kernel 'axpy': grid (1099511627776, 1, 1)")
+    assert "blocks along y exceed Pinghu's limit of 65535" in out[2]
+    assert "blocks along z exceed Pinghu's limit of 65535" in out[3]
+    assert out[4] == "OK True"
+
+
+# ---------------------------------------------------------------- predicates
+@mutile.jit
+def huge_masked(X, Y, n, B: ml.constexpr):
+    offs = ml.arange(0, B)
+    m = offs < n
+    x = ml.load(X + offs, mask=m, other=0.0)  # HUGE MASK
+    ml.store(Y + offs, x + 1.0, mask=m)
+
+
+def test_a_mask_with_more_elements_than_predicates_names_its_line():
+    """2**20 elements on 128 threads are 8192 predicates per thread (the machine has 255):
+    the error is at the op whose mask needs them, not at the ``def``."""
+    x = np.zeros(2**20, np.float32)
+    with pytest.raises(mutile.CompilationError) as ei:
+        huge_masked.warmup(x, x, 5, B=2**20, backend="pinghu", grid=(1,))
+    e = ei.value
+    assert e.loc.line == _line(huge_masked, "# HUGE MASK") and e.loc.file == str(HERE)
+    assert "this mask needs 8192 predicates per thread and the machine has 255" in str(e)
+    assert "x = ml.load(X + offs, mask=m, other=0.0)" in str(e)
