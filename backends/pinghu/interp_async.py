@@ -123,8 +123,10 @@ class Engine:
         self.st = st
 
     def fingerprint(self, h) -> None:
-        """Feed everything that decides this engine's future work to hash ``h``."""
-        raise NotImplementedError
+        """Feed everything that decides this engine's future work to hash ``h`` (every
+        engine defines it: an engine the progress checker cannot see would let it call a
+        waiting kernel hung)."""
+        raise NotImplementedError(f"{type(self).__name__} does not define fingerprint()")
 
     @classmethod
     def of(cls, st) -> "Engine":

@@ -49,15 +49,25 @@ def pick(X, Y, idx):
 
 
 @pytest.fixture(params=["option", "env"])
-def checked(request, monkeypatch):
-    """``checked()`` turns bounds checking on (the launch option or the environment
-    variable) and returns the launch keywords to use from then on."""
-    def on():
+def bounds(request, monkeypatch):
+    """``bounds(on)`` turns bounds checking on or off (the launch option or the
+    environment variable) and returns the launch keywords to use from then on."""
+    def switch(on: bool):
         if request.param == "env":
-            monkeypatch.setenv("MUTILE_CHECK_BOUNDS", "1")
+            monkeypatch.setenv("MUTILE_CHECK_BOUNDS", "1" if on else "0")
             return {}
-        return {"check_bounds": True}
-    return on
+        return {"check_bounds": on}
+    return switch
+
+
+@pytest.fixture
+def checked(bounds):
+    return lambda: bounds(True)
+
+
+@pytest.fixture
+def unchecked(bounds):
+    return lambda: bounds(False)
 
 
 def head_of(err) -> str:
@@ -171,18 +181,6 @@ def test_in_bounds_kernels_give_the_same_results_with_checks(checked, backend):
         np.testing.assert_array_equal(got, want, err_msg=name)
         assert np.array_equal(got, plain[name][0]), f"{name}: checks change the results"
         np.testing.assert_array_equal(plain[name][0], plain[name][1], err_msg=name)
-
-
-@pytest.fixture(params=["option", "env"])
-def unchecked(request, monkeypatch):
-    """``unchecked()`` turns bounds checking off (the launch option or the environment
-    variable) and returns the launch keywords to use from then on."""
-    def off():
-        if request.param == "env":
-            monkeypatch.setenv("MUTILE_CHECK_BOUNDS", "0")
-            return {}
-        return {"check_bounds": False}
-    return off
 
 
 def test_checks_are_on_by_default_and_can_be_turned_off(unchecked, backend, rng):
