@@ -9,7 +9,8 @@ llvmlite JIT for the host CPU.
 """
 from .errors import CompilationError, DeviceFault, LaunchError, MutileError
 from .runtime.descriptor import TensorDescriptor
-from .runtime.jit import CompiledKernel, Config, JITFunction, jit
+from .runtime.jit import Config, JITFunction, jit
+from .runtime.kernel import CompiledKernel
 
 __version__ = "0.1.0"
 

@@ -12,6 +12,11 @@ from typing import Iterator
 from ..errors import UNKNOWN, Loc
 from .types import Type
 
+#: ``Module.__eq__`` and ``Module.__str__`` call the structural equality and the printer,
+#: which import this module; they enter themselves here (``equal``, ``print``) when
+#: :mod:`mutile.ir` is imported, so the dependency runs one way.
+MODULE_HOOKS: dict = {}
+
 
 class Value:
     """An SSA value: an op result or a block argument."""
@@ -126,12 +131,10 @@ class Module:
             yield from f.walk()
 
     def __eq__(self, other) -> bool:
-        from .equality import modules_equal
-        return isinstance(other, Module) and modules_equal(self, other)
+        return isinstance(other, Module) and MODULE_HOOKS["equal"](self, other)
 
     def __str__(self) -> str:
-        from .printer import print_module
-        return print_module(self)
+        return MODULE_HOOKS["print"](self)
 
 
 class Builder:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 
-from .core import Block, Module, Op
+from .core import MODULE_HOOKS, Block, Module, Op
 
 
 def _blocks_equal(a: Block, b: Block, vmap: dict) -> bool:
@@ -50,3 +50,6 @@ def modules_equal(a: Module, b: Module) -> bool:
         if not _blocks_equal(fa.body, fb.body, {}):
             return False
     return True
+
+
+MODULE_HOOKS["equal"] = modules_equal

@@ -442,4 +442,3 @@ define("assert", ("cond",), attrs=("msg",), infer=lambda ts, a: [], pure=False,
 define("hint", ("x",), optional_attrs=("multiple_of", "max_contiguous"),
        infer=lambda ts, a: [ts[0]], doc="x, with divisibility/contiguity facts")
 define("assume", ("cond",), infer=lambda ts, a: [], pure=False, doc="the compiler may take cond as true")
-from . import ops_pinghu  # noqa: E402,F401  (the Pinghu stage ops register themselves)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 
-from .core import Block, Func, Module, Op, Value
+from .core import MODULE_HOOKS, Block, Func, Module, Op, Value
 from .types import Type
 
 
@@ -143,3 +143,6 @@ def _attr_dict(attrs: dict) -> str:
 def print_module(m: Module) -> str:
     """The module as text that :func:`mutile.ir.parser.parse` turns back into it."""
     return Printer(m).module(m)
+
+
+MODULE_HOOKS["print"] = print_module

@@ -9,24 +9,10 @@ of named stages and keeps the IR text after each one (``k.asm[name]``,
 from __future__ import annotations
 
 import os
-from typing import Callable
 
 from ..errors import VerifyError
 from ..ir import Module, verify as verify_module
-
-Pass = Callable[[Module], Module]
-
-PASSES: dict[str, Pass] = {}
-
-
-def register(name: str) -> Callable[[Pass], Pass]:
-    """Decorator: make ``fn`` the pass called ``name`` (its file and CLI flag name)."""
-    def deco(fn: Pass) -> Pass:
-        assert name not in PASSES, f"pass {name!r} registered twice"
-        PASSES[name] = fn
-        return fn
-    return deco
-
+from .registry import PASSES, register
 
 # importing the pass files fills PASSES
 from . import canonicalize, cse, dce, inline, licm  # noqa: E402,F401

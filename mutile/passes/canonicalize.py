@@ -22,7 +22,7 @@ from ..ir import semantics
 from ..ir.core import Block, Func, Module, Op, Value
 from ..ir.ops import OPS
 from ..ir.types import ScalarType
-from . import register
+from .registry import register
 from .rewrite import Substitution, set_ops
 
 MAX_ROUNDS = 100

@@ -26,7 +26,7 @@ from collections import ChainMap
 
 from ..ir.core import Block, Module, Op
 from ..ir.types import Type
-from . import register
+from .registry import register
 from .rewrite import Substitution, set_ops
 
 

@@ -16,7 +16,7 @@ Unused pure ops, and ``for``/``if`` ops with nothing live inside or out, are era
 from __future__ import annotations
 
 from ..ir.core import Block, Module, Op, Value
-from . import register
+from .registry import register
 from .rewrite import drop_args, drop_results, set_ops
 
 CONTAINERS = ("for", "if")

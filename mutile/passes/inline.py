@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from ..errors import CompilationError
 from ..ir.core import Block, Module, Op
-from . import register
+from .registry import register
 from .rewrite import Substitution, clone_ops, set_ops
 
 

@@ -21,7 +21,7 @@ After: ``%two`` and ``%s`` are computed before the ``for``; ``%t`` stays.
 from __future__ import annotations
 
 from ..ir.core import Block, Module, Op
-from . import register
+from .registry import register
 from .rewrite import set_ops
 
 

@@ -26,9 +26,9 @@ ENV_SWITCHES = ("MUTILE_CHECK_BOUNDS", "MUTILE_VERIFY")
 @functools.lru_cache(maxsize=None)
 def compiler_hash() -> str:
     """Hash of every source and grammar file of mutile and its backends."""
-    import mutile
     h = hashlib.sha256()
-    roots = [os.path.dirname(mutile.__file__)]
+    top = sys.modules[__name__.partition(".")[0]]      # mutile, loaded (no import: no circle)
+    roots = [os.path.dirname(top.__file__)]
     for sub in ("backends", "grammar"):
         try:
             mod = importlib.import_module(f"mutile.{sub}")

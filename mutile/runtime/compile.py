@@ -10,6 +10,7 @@ from ..frontend import RuntimeArg, compile_kernel
 from ..ir import types as T
 from ..passes import run_pipeline
 from . import cache
+from .kernel import CompiledKernel
 from .specialize import stored_params
 
 BACKENDS = {"llvm": "mutile.backends.llvm", "pinghu": "mutile.backends.pinghu"}
@@ -43,7 +44,6 @@ def frontend_and_passes(jitfn, spec, options, verify=None):
 
 
 def build(jitfn, spec, options):
-    from .jit import CompiledKernel
     backend_name = options.get("backend", "llvm")
     backend = get_backend(backend_name)
     key_options = tuple(sorted((k, repr(v)) for k, v in options.items() if k != "num_threads"))

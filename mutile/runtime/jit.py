@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import inspect
 import os
-from collections.abc import Mapping
-
 import numpy as np
 
 from ..errors import CompilationError, DeviceFault, LaunchError, MutileError
 from ..ir import types as T
 from . import cache, coredump
-from .specialize import as_array, closure_key, constexpr_value, runtime_type
+from .kernel import Launcher, trimmed
+from .specialize import closure_key, constexpr_value, runtime_type
 
 OPTION_NAMES = ("num_warps", "num_stages", "backend", "check_bounds", "num_threads",
                 "version_masks", "num_ctas", "maxnreg", "sanitize", "vectorize", "wmma",
@@ -40,106 +39,6 @@ def _check_bounds(given) -> bool:
         return bool(given)
     env = os.environ.get("MUTILE_CHECK_BOUNDS", "").strip().lower()
     return env not in ("0", "false", "off", "no")
-
-
-class AsmTexts(Mapping):
-    """Every stage's text: the IR stages (``ir``, then one per pass) and the backend's
-    (``llir``, ``asm``...), the latter produced only when read."""
-
-    def __init__(self, stages: dict, backend_texts):
-        self._stages, self._backend = stages, backend_texts
-
-    def __getitem__(self, key):
-        if key in self._stages:
-            return self._stages[key]
-        return self._backend[key]
-
-    def __iter__(self):
-        yield from self._stages
-        yield from self._backend
-
-    def __len__(self):
-        return len(self._stages) + len(self._backend)
-
-
-class CompiledKernel:
-    """One compiled specialization: ``asm`` (stage name -> text), ``metadata``, and
-    ``kernel[grid](*args)`` to launch it with arguments of the same specialization."""
-
-    def __init__(self, jitfn, params, spec, options, binary, asm, metadata, stored, deps):
-        self.jitfn, self.params, self.spec, self.options = jitfn, params, spec, options
-        self.binary, self.metadata = binary, metadata
-        self.asm = AsmTexts(asm, binary.asm)
-        self.stored, self.deps = stored, deps
-        self.runtime_params = [p for p in params if isinstance(spec[p], T.Type) and p not in
-                               jitfn.constexprs]
-
-    def __getitem__(self, grid):
-        return _Launcher(self.jitfn, grid, self)
-
-    def launch(self, grid: tuple, bound: dict, num_threads=None):
-        args = []
-        for p in self.runtime_params:
-            v, t = bound[p], self.spec[p]
-            i = len(args)                       # the parameter's index in the kernel
-            if isinstance(t, T.DescType):
-                if getattr(v, "type", None) != t:
-                    raise LaunchError(f"argument '{p}': the kernel was compiled for a "
-                                      f"TensorDescriptor of {t}, got {v!r}")
-                if i in self.stored and not v.base.flags.writeable:
-                    raise LaunchError(f"argument '{p}' is read-only but the kernel stores to it")
-                args += v.launch_args()
-                continue
-            if t.is_ptr():
-                arr = as_array(v)
-                if arr is None:
-                    raise LaunchError(f"argument '{p}' must be an array of {t.element_ty!r}, "
-                                      f"got {type(v).__name__}")
-                if T.scalar_from_numpy(arr.dtype) != t.element_ty:
-                    raise LaunchError(f"argument '{p}': the kernel was compiled for "
-                                      f"{t.element_ty!r} arrays, got dtype {arr.dtype}")
-                if i in self.stored and not arr.flags.writeable:
-                    raise LaunchError(f"argument '{p}' is read-only but the kernel stores to it")
-                args.append(arr)
-            else:
-                args.append(_scalar(p, v, t))
-        self.binary.run(args, grid, None, num_threads)
-
-
-def _scalar(name, v, t):
-    if isinstance(v, (bool, int, float, np.generic)):
-        if t.is_floating():
-            return float(v)
-        if t.is_bool():
-            return int(bool(v))
-        iv = int(v)
-        if t.kind == "int" and not -2 ** (t.bits - 1) <= iv < 2 ** (t.bits - 1):
-            raise LaunchError(f"argument '{name}': {iv} does not fit the compiled type {t!r}")
-        return iv
-    raise LaunchError(f"argument '{name}' must be a number ({t!r}), got {type(v).__name__}")
-
-
-def _trimmed(e: MutileError) -> MutileError:
-    """``e`` without the compiler's frames: raised again from the entry point the user
-    called, its traceback ends at the user's line (Triton filters them the same way)."""
-    e.__cause__ = e.__context__ = None
-    return e.with_traceback(None)
-
-
-class _Launcher:
-    """``kernel[grid]``: calling it launches; a mutile error it raises shows the user's
-    line and this one frame, not the compiler's."""
-    __slots__ = ("jitfn", "grid", "compiled")
-
-    def __init__(self, jitfn, grid, compiled=None):
-        self.jitfn, self.grid, self.compiled = jitfn, grid, compiled
-
-    def __call__(self, *args, **kwargs):
-        __tracebackhide__ = True
-        try:
-            return self.jitfn.run(*args, grid=self.grid, _compiled=self.compiled, **kwargs)
-        except MutileError as e:
-            raise _trimmed(e) from None
 
 
 class JITFunction:
@@ -170,7 +69,7 @@ class JITFunction:
                                "another @jit function")
 
     def __getitem__(self, grid):
-        return _Launcher(self, grid)
+        return Launcher(self, grid)
 
     # ------------------------------------------------------------ binding
     def bind(self, args, kwargs):
@@ -208,7 +107,7 @@ class JITFunction:
             bound, options = self.bind(args, kwargs)
             return self._get(self.specialize(bound), options)[0]
         except MutileError as e:
-            raise _trimmed(e) from None
+            raise trimmed(e) from None
 
     def _get(self, spec, options):
         # the value's type too: constexpr 2 and 2.0 are equal but specialize apart
