@@ -4,7 +4,7 @@
     kernel.run([x, y, n], grid=(64,))
     print(kernel.asm["musa"])          # the listing, with // file.py:LINE  source lines
 
-``compile`` generates the program (:mod:`.codegen`), or, when ``MUTILE_OVERRIDE_DIR``
+``compile`` generates the program (:mod:`.codegen.generate`), or, when ``MUTILE_OVERRIDE_DIR``
 holds ``<kernel>.musa``, assembles that edited listing instead (its parameters must be
 the kernel's). ``serialize``/``deserialize`` keep the binary encoding.
 """
@@ -17,11 +17,11 @@ from pathlib import Path
 
 from mutile.errors import CompilationError
 
-from .asm import assemble, listing_text
-from .disasm import disassemble
-from .encoding import decode, encode
-from .errors import AssemblyError
-from .program import Program
+from .isa.asm import assemble, listing_text
+from .isa.disasm import disassemble
+from .isa.encoding import decode, encode
+from .isa.errors import AssemblyError
+from .isa.program import Program
 
 OVERRIDE_ENV = "MUTILE_OVERRIDE_DIR"
 # Set by the test suite: every kernel compiled checks text -> binary -> text and
@@ -56,7 +56,7 @@ class PinghuKernel:
 
     def run(self, args, grid, arg_ranges=None, num_threads=None) -> None:
         """Execute on the Pinghu interpreter over ``grid`` (numpy arrays for pointers)."""
-        from .interp import execute
+        from .machine.scheduler import execute
         g = tuple(grid) + (1,) * (3 - len(grid))
         sanitize = bool(self.options.get("sanitize"))
         execute(self.program, list(args), g, sanitize=sanitize, kernel_name=self.name,
@@ -111,10 +111,10 @@ def lower_async(module, options: dict) -> str:
     False`` skips both. Returns the IR text after them (``k.asm["pinghu_ir"]``)."""
     from mutile.errors import CompilationError
     from mutile.ir import verify
-    from . import pass_pipeline, pass_sqmma
+    from .passes import pipeline, sqmma
     if options.get("async_lowering", True):
-        provided = pass_pipeline.run(module, options)
-        pass_sqmma.run(module, options.get("num_warps") or 4, provided)
+        provided = pipeline.run(module, options)
+        sqmma.run(module, options.get("num_warps") or 4, provided)
         try:
             verify(module)
         except CompilationError as e:       # a bug of the passes: say so, with the op's line
@@ -125,7 +125,7 @@ def lower_async(module, options: dict) -> str:
 
 def compile(module, options: dict | None = None) -> PinghuKernel:
     """Generate (or take the override of) ``module``'s kernel program."""
-    from .codegen import generate
+    from .codegen.generate import generate
     options = dict(options or {})
     ir_text = lower_async(module, options)
     program = generate(module, options)

@@ -5,7 +5,8 @@ AsyncBarriers, TME copies, SQMMA, warp specialization) and marks the offending l
 ``# LINE-MARK: <text>``. Compiling it with ``kernel.warmup(..., backend="pinghu")`` must
 raise a :class:`mutile.CompilationError` whose message names the rule and whose location
 is that line (``file:line:col``, then the source line and a caret). The rules live in
-``mutile/ir/ops_pinghu.py`` (per op), ``backends/pinghu/cg_async.py`` (per kernel: totals,
+``mutile/ir/ops_pinghu.py`` (per op),
+``backends/pinghu/codegen/lowering/asynchronous.py`` (per kernel: totals,
 warps, in-flight SQMMA results, partitions) and ``mutile/frontend/compiler.py``
 (``ph.warp_specialize`` forms). Legal neighbours of the refused cases compile, so a rule
 that refuses too much fails there too.
@@ -28,7 +29,7 @@ F32_64 = T.DescType(T.f32, (64, 64))
 P32 = T.PointerType(T.f32)
 USER_ERROR_NOT_BUG = ("produced invalid IR", "internal error", "malformed op")
 COMPILER_FILES = ("mutile/", "codegen.py", "compiler.py", "semantic.py", "standard.py",
-                  "pinghu.py", "ops_pinghu.py", "cg_async.py", "cg_context.py",
+                  "pinghu.py", "ops_pinghu.py", "backends/", "asynchronous.py", "context.py",
                   "site-packages", "Traceback")
 
 

@@ -1,7 +1,7 @@
 """The async sanitizer (``sanitize=True``) on kernels written with ``mutile.language.pinghu``:
 each planted protocol bug is reported as a DeviceFault naming the Python lines of both
 sides; a planted deadlock is reported, not hung. The same bugs at the ISA level are in
-tests/backends/pinghu/test_interp_async_sanitizer.py."""
+tests/backends/pinghu/machine/test_async_sanitizer.py."""
 import ml_dtypes
 import numpy as np
 import pytest

@@ -9,10 +9,9 @@ from __future__ import annotations
 import random
 
 from mutile.backends.pinghu.isa import INSTRS
-from mutile.backends.pinghu.operands import (MAX_PRED, MAX_REG, PT, RZ, SPECIAL_REGS, CBank,
-                                             Comment, FloatImm, IntImm, Label, Mem, Pred,
-                                             PredRun, Reg, Run, SReg, Target)
-from mutile.backends.pinghu.program import Instruction, Param, Program
+from mutile.backends.pinghu.isa.operands import (MAX_PRED, MAX_REG, PT, RZ, SPECIAL_REGS, CBank,
+    Comment, FloatImm, IntImm, Label, Mem, Pred, PredRun, Reg, Run, SReg, Target)
+from mutile.backends.pinghu.isa.program import Instruction, Param, Program
 
 # eight 64-bit parameters: c[0x0] .. c[0x38]
 PARAMS = tuple(Param(f"p{i}", "u64", 8 * i) for i in range(8))

@@ -124,7 +124,7 @@ def spin(X, n):
 
 def test_a_kernel_that_never_finishes_is_reported():
     """No warp is blocked, so it is no deadlock: its state repeats, so it is reported as
-    making no progress (tests/backends/pinghu/test_progress.py has the rest)."""
+    making no progress (tests/backends/pinghu/machine/test_progress.py has the rest)."""
     x = np.zeros(1, np.float32)
     with pytest.raises(mutile.DeviceFault, match="no progress: the machine returns to the "
                        "same state") as ei:

@@ -197,7 +197,7 @@ def test_loop_invariant_instructions_leave_the_loop(rng):
 
 # ---------------------------------------------------------------- launch limits
 def test_grids_past_pinghus_limits_are_launch_errors():
-    """x <= 2**31 - 1, y and z <= 65535 (backends/pinghu/machine.py). Run in a subprocess:
+    """x <= 2**31 - 1, y and z <= 65535 (backends/pinghu/machine/device.py). Run in a subprocess:
     a grid that slipped through would run (nearly) forever."""
     code = f"""
 import importlib.util, numpy as np, mutile

@@ -1,0 +1,533 @@
+"""Codegen of the Pinghu stage ops (``ph.*``): shared buffers, AsyncBarriers, TME copies,
+SQMMA and warp-specialized partitions.
+
+Shared buffers get fixed 256-byte aligned offsets above the kernel's scratch area
+(:func:`plan_shared`); a stage index adds ``index * stage bytes``. Barrier arrays get
+consecutive ids from 0 (63 usable) and are initialized by thread 0 at their allocation,
+followed by a block barrier. Copies, ``expect_tx`` and inits are issued by the *leader*
+(thread 0 of the executing partition); arrivals are counted per warp. An SQMMA splits the
+accumulator's rows over the partition's WarpSquads (the block layout already gives squad
+``s`` rows ``s * M / squads ..``) and its K over instructions of the largest K span that
+divides it; operands are named by 32-bit shared descriptors (:mod:`...isa.tensor_memory`).
+The result of ``ph.sqmma`` is in flight until ``ph.sqmma_wait``: codegen refuses any other
+use of it before.
+"""
+from __future__ import annotations
+
+from mutile.errors import CompilationError
+from mutile.ir import types as T
+from mutile.ir.ops_pinghu import (SHARED_BYTES, SQMMA_M, SQMMA_N, USABLE_BARRIERS,
+                                  sqmma_k_choices, sqmma_shapes)
+from mutile.ir.types import SharedType, TileType
+
+from ..context import Codegen, lowers
+from .memory import STORE_TYPE, _load_suffix
+from ..values import VP, VR, DescVal, TileVal, Uniform, VMem, log2, numel
+from ...isa.operands import RZ, IntImm, Reg
+from ..regalloc import label_ref
+from ...isa.tensor_memory import SHARED_ALIGN, desc_info, desc_words, pack_box, pack_smem_desc
+
+SQMMA_TYPE = {"bf16": "BF16", "f16": "F16", "f32": "TF32", "i8": "S8", "f8e4m3": "E4M3",
+              "f8e5m2": "E5M2"}
+
+
+class SmemVal:
+    """A shared buffer: byte address (a uniform: immediate or register), type."""
+
+    def __init__(self, addr: Uniform, ty: SharedType):
+        self.addr, self.ty = addr, ty
+
+
+class BarVal:
+    """Barriers ``first .. first+count-1``; ``id``: the selected one (uniform)."""
+
+    def __init__(self, first: int, count: int, arrive_warps: int, index: Uniform | None = None):
+        self.first, self.count, self.arrive_warps, self.index = first, count, arrive_warps, index
+
+
+def plan_shared(func, base: int) -> dict:
+    """Offsets of every ``ph.alloc_shared`` of ``func`` from ``base`` (256-aligned)."""
+    out, top = {}, -(-base // SHARED_ALIGN) * SHARED_ALIGN
+    for op in func.walk():
+        if op.name == "ph.alloc_shared":
+            out[op] = top
+            top += -(-op.results[0].type.nbytes // SHARED_ALIGN) * SHARED_ALIGN
+    return out
+
+
+def _u32(cg: Codegen, u) -> object:
+    """A register or immediate holding the low 32 bits of scalar ``u``."""
+    if isinstance(u, Uniform):
+        if isinstance(u.src, int):
+            return IntImm(u.src & 0xFFFFFFFF)
+        if isinstance(u.src, IntImm):
+            return u.src
+        if isinstance(u.src, VR):
+            return VR(u.src.v, u.src.start, 1)
+    cg.fail("a descriptor field must be a scalar")
+
+
+def _reg(cg: Codegen, x) -> VR:
+    """``x`` (register or immediate) in a register."""
+    if isinstance(x, VR):
+        return x
+    v = cg.vreg(1)
+    cg.emit("ALU.MOV.IMM", VR(v, 0, 1), x)
+    return VR(v, 0, 1)
+
+
+def leader(cg: Codegen) -> VP:
+    """Predicate of the executing partition's thread 0."""
+    p = cg.vreg(1, kind="P")
+    cg.emit("ALU.ISETP.EQ.S32", VP(p, 0, 1), cg.tid, IntImm(0))
+    return VP(p, 0, 1)
+
+
+def _uniform_add(cg: Codegen, a: Uniform, b, scale: int = 1) -> Uniform:
+    """Uniform i32 ``a + b * scale`` (b: uniform or int)."""
+    ca = cg.const_int(a)
+    cb = b if isinstance(b, int) else cg.const_int(b)
+    if ca is not None and cb is not None:
+        return Uniform(IntImm(ca + cb * scale), (), T.i32)
+    if ca == 0 and scale == 1 and isinstance(b, Uniform):
+        return Uniform(b.src, (), T.i32)
+    out = cg.vreg(1)
+    if cb is not None:
+        cg.emit("ALU.IADD.S32", VR(out, 0, 1), _reg(cg, cg.operand(a)), IntImm(cb * scale))
+    elif scale == 1:
+        cg.emit("ALU.IADD.S32", VR(out, 0, 1), _reg(cg, cg.operand(b)), cg.operand(a))
+    else:
+        cg.emit("ALU.IMAD.S32", VR(out, 0, 1), _reg(cg, cg.operand(b)), IntImm(scale),
+                cg.operand(a))
+    return Uniform(VR(out, 0, 1), (), T.i32)
+
+
+# ---------------------------------------------------------------- allocation
+@lowers("ph.alloc_shared")
+def lower_alloc_shared(cg: Codegen, op) -> None:
+    _outside_partitions(cg, "allocate shared buffers")
+    off = cg.smem_offsets[op]
+    ty = op.results[0].type
+    if off + ty.nbytes > SHARED_BYTES:
+        cg.fail(f"shared buffers and scratch need {off + ty.nbytes} bytes with this buffer; a "
+                f"block has {SHARED_BYTES} (192 KiB)")
+    cg.shared_top = max(cg.shared_top, off + ty.nbytes)
+    cg.bind(op.results[0], SmemVal(Uniform(IntImm(off), (), T.i32), ty))
+
+
+@lowers("ph.alloc_barriers")
+def lower_alloc_barriers(cg: Codegen, op) -> None:
+    _outside_partitions(cg, "allocate barriers")
+    n, w = op.attrs["count"], op.attrs["arrive_warps"]
+    first = cg.barriers_used
+    if first + n > USABLE_BARRIERS:
+        cg.fail(f"this kernel allocates {first + n} AsyncBarriers; a block has "
+                f"{USABLE_BARRIERS} usable ones")
+    cg.barriers_used += n
+    warps = cg.threads // 32
+    if w > warps:
+        cg.fail(f"barriers wait for {w} warp arrivals but the block has {warps} warps")
+    lead = leader(cg)
+    for i in range(n):
+        cg.emit("ASYNC.BAR.INIT", IntImm(first + i), IntImm(w), guard=lead)
+    cg.block_sync()
+    cg.bind(op.results[0], BarVal(first, n, w))
+
+
+def _outside_partitions(cg: Codegen, what: str) -> None:
+    if cg.partition is not None:
+        cg.fail(f"{what} before ph.warp_specialize, not inside a partition")
+
+
+@lowers("ph.smem_index")
+def lower_smem_index(cg: Codegen, op) -> None:
+    buf = cg.get(op.operands[0])
+    i = cg.as_uniform(cg.get(op.operands[1]))
+    ty = op.results[0].type
+    _in_range(cg, i, buf.ty.shape[0], "stage")
+    cg.bind(op.results[0], SmemVal(_uniform_add(cg, buf.addr, i, ty.nbytes), ty))
+
+
+@lowers("ph.bar_index")
+def lower_bar_index(cg: Codegen, op) -> None:
+    b = cg.get(op.operands[0])
+    i = cg.as_uniform(cg.get(op.operands[1]))
+    _in_range(cg, i, b.count, "barrier")
+    base = b.index if b.index is not None else Uniform(IntImm(b.first), (), T.i32)
+    cg.bind(op.results[0], BarVal(b.first, 1, b.arrive_warps, _uniform_add(cg, base, i)))
+
+
+def _in_range(cg: Codegen, i, n: int, what: str) -> None:
+    c = cg.const_int(i)
+    if c is not None and not 0 <= c < n:
+        cg.fail(f"{what} index {c} is out of range: there are {n}")
+
+
+def bar_id(cg: Codegen, b: BarVal):
+    """The selected barrier id as a register or immediate."""
+    return cg.operand(b.index) if b.index is not None else IntImm(b.first)
+
+
+# ---------------------------------------------------------------- barriers
+@lowers("ph.expect_tx")
+def lower_expect_tx(cg: Codegen, op) -> None:
+    b = bar_id(cg, cg.get(op.operands[0]))
+    lead = leader(cg)
+    cg.emit("ASYNC.BAR.ADD_TRANS", b, IntImm(op.attrs["bytes"]), guard=lead)
+    cg.emit("ASYNC.BAR.ARRIVE", Reg(RZ), b, guard=lead)
+
+
+@lowers("ph.arrive")
+def lower_arrive(cg: Codegen, op) -> None:
+    b = bar_id(cg, cg.get(op.operands[0]))
+    out = cg.vreg(1)
+    cg.emit("ASYNC.BAR.ARRIVE", VR(out, 0, 1), b)
+    cg.bind(op.results[0], Uniform(VR(out, 0, 1), (), T.i32))
+
+
+@lowers("ph.wait")
+def lower_wait(cg: Codegen, op) -> None:
+    b = bar_id(cg, cg.get(op.operands[0]))
+    p = cg.as_uniform(cg.get(op.operands[1]))
+    c = cg.const_int(p)
+    cg.emit("ASYNC.BAR.WAIT", b, IntImm(c & 1) if c is not None else cg.operand(p))
+
+
+# ---------------------------------------------------------------- TME
+def desc_run(cg: Codegen, d: DescVal) -> VR:
+    """The TME descriptor of ``d`` in a register run (see :mod:`...isa.tensor_memory`), built
+    once where the descriptor is made when a TME op uses it (:func:`prepare_desc`)."""
+    hit = cg.desc_runs.get(id(d))
+    if hit is not None and hit[0] is d:
+        return hit[1]
+    r = len(d.block)
+    v = cg.vreg(desc_words(r), 2)
+    size = d.ty.itemsize
+    base = d.base.src if isinstance(d.base.src, VR) else cg.materialize_scalar(d.base)
+    cg.emit("ALU.MOV.B64", VR(v, 0, 2), base)
+    cg.emit("ALU.MOV.IMM", VR(v, 2, 1), IntImm(desc_info(d.ty.name, r)))
+    for k, dim in enumerate(d.dims):
+        x = _u32(cg, dim)
+        cg.emit("ALU.MOV.IMM" if isinstance(x, IntImm) else "ALU.MOV.B32", VR(v, 3 + k, 1), x)
+    for k, st in enumerate(d.strides):
+        x = _u32(cg, st)
+        dst = VR(v, 3 + r + k, 1)
+        if isinstance(x, IntImm):
+            cg.emit("ALU.MOV.IMM", dst, IntImm((x.value * size) & 0xFFFFFFFF))
+        else:
+            cg.emit("ALU.SHL.B32", dst, x, IntImm(log2(size)))
+    return VR(v, 0, desc_words(r))
+
+
+def prepare_desc(cg: Codegen, op, d: DescVal) -> None:
+    """At ``make_desc`` ``op``: build the register descriptor now if TME copies use it."""
+    if op.results[0] in cg.tme_descs:
+        cg.desc_runs[id(d)] = (d, desc_run(cg, d))
+
+
+def tme_descriptors(func) -> set:
+    """The descriptor values some TME op of ``func`` reads."""
+    return {op.operands[0] for op in func.walk() if op.name in ("ph.tme_load", "ph.tme_store")}
+
+
+def _coord_run(cg: Codegen, coords: list) -> VR:
+    v = cg.vreg(len(coords))
+    for k, c in enumerate(coords):
+        x = cg.operand(cg.as_uniform(c))
+        cg.emit("ALU.MOV.IMM" if isinstance(x, IntImm) else "ALU.MOV.B32", VR(v, k, 1), x)
+    return VR(v, 0, len(coords))
+
+
+def _check_tme_strides(cg: Codegen, d: DescVal) -> None:
+    """Constant strides TME cannot copy are refused here (others fault when issued)."""
+    size = d.ty.itemsize
+    inner = cg.const_int(d.strides[-1]) if isinstance(d.strides[-1], Uniform) else None
+    if inner is not None and inner != 1 and d.dims:
+        cg.fail(f"TME copies rows with contiguous elements; this descriptor's inner stride "
+                f"is {inner} elements")
+    for st in d.strides[:-1]:
+        c = cg.const_int(st) if isinstance(st, Uniform) else None
+        if c is not None and c * size % 16:
+            cg.fail(f"TME needs strides of a multiple of 16 bytes; this descriptor has a "
+                    f"stride of {c} x {size} = {c * size} bytes")
+
+
+@lowers("ph.tme_load")
+def lower_tme_load(cg: Codegen, op) -> None:
+    d, s, b, *coords = (cg.get(v) for v in op.operands)
+    _check_tme_strides(cg, d)
+    dr, cr = desc_run(cg, d), _coord_run(cg, coords)
+    addr = _reg(cg, cg.operand(s.addr))
+    bid = _reg(cg, bar_id(cg, b))
+    cg.emit(f"TME.LD.TILE.{len(d.block)}D", addr, dr, cr, bid,
+            IntImm(pack_box(d.block, s.ty.swizzle)), guard=leader(cg))
+
+
+@lowers("ph.tme_store")
+def lower_tme_store(cg: Codegen, op) -> None:
+    d, s, *coords = (cg.get(v) for v in op.operands)
+    _check_tme_strides(cg, d)
+    dr, cr = desc_run(cg, d), _coord_run(cg, coords)
+    addr = _reg(cg, cg.operand(s.addr))
+    cg.block_sync()                     # every thread's writes of the buffer are done
+    lead = leader(cg)
+    cg.emit(f"TME.ST.TILE.{len(d.block)}D", dr, cr, addr,
+            IntImm(pack_box(d.block, s.ty.swizzle)), guard=lead)
+    cg.emit("TME.ST.COMMIT", guard=lead)
+
+
+@lowers("ph.tme_store_wait")
+def lower_tme_store_wait(cg: Codegen, op) -> None:
+    cg.emit("TME.ST.WAIT")
+
+
+@lowers("ph.fence_shared")
+def lower_fence(cg: Codegen, op) -> None:
+    cg.emit("FENCE.ASYNC.SHARED")
+
+
+# ---------------------------------------------------------------- SQMMA
+def _operand_desc(cg: Codegen, s: SmemVal, offset: int, squad_off: int,
+                  squad: VR | None) -> VR:
+    """Register holding the SQMMA descriptor of buffer ``s`` from its logical byte
+    ``offset`` (+ ``squad_off`` bytes per squad index)."""
+    ty = s.ty
+    stride = ty.shape[-1] * ty.element.itemsize
+    word = pack_smem_desc(0, stride, ty.swizzle) + (offset >> 4)
+    out = cg.vreg(1)
+    o = VR(out, 0, 1)
+    c = cg.const_int(s.addr)
+    if c is not None:
+        cg.emit("ALU.MOV.IMM", o, IntImm(word + (c >> 4)))
+    else:
+        cg.emit("ALU.SHR.U32", o, s.addr.src, IntImm(4))
+        cg.emit("ALU.IADD.S32", o, o, IntImm(word))
+    if squad is not None and squad_off:
+        cg.emit("ALU.IMAD.S32", o, squad, IntImm(squad_off >> 4), o)
+    return o
+
+
+@lowers("ph.sqmma")
+def lower_sqmma(cg: Codegen, op) -> None:
+    a, b = cg.get(op.operands[0]), cg.get(op.operands[1])
+    acc_ir = op.operands[2]
+    ta, tb = op.attrs.get("trans_a", False), op.attrs.get("trans_b", False)
+    M, N, K = sqmma_shapes(a.ty, b.ty, ta, tb)
+    if cg.threads % 128:
+        cg.fail(f"SQMMA is issued by WarpSquads of 4 warps; this code runs on "
+                f"{cg.threads // 32} warp(s) (use num_warps = 4, 8, ...)")
+    if cg.partition is not None and cg.partition[2] % 4:
+        cg.fail(f"SQMMA is issued by whole WarpSquads (warps 4s .. 4s+3); this partition "
+                f"starts at warp {cg.partition[2]} (put SQMMA partitions first, or make the "
+                f"partitions before them a multiple of 4 warps)")
+    squads = cg.threads // 128
+    ms = M // squads
+    if ms not in SQMMA_M or M % squads:
+        cg.fail(f"SQMMA M per WarpSquad is {', '.join(map(str, SQMMA_M))}: an accumulator of "
+                f"{M} rows over {squads} squad(s) gives {M / squads:g}")
+    if N not in SQMMA_N:
+        cg.fail(f"SQMMA N is one of {', '.join(map(str, SQMMA_N))}, got {N}")
+    el = a.ty.element
+    ks = [k for k in sqmma_k_choices(el) if K % k == 0]
+    kstep = max(ks)
+    acc = cg.get(acc_ir)
+    if acc_ir in cg.inflight:
+        out = acc                                   # chained: accumulate in place
+    elif (op.attrs["accumulate"] and isinstance(acc, TileVal) and acc.recipe is None
+          and _uses(cg, acc_ir) == 1):
+        out = acc                                   # acc dies here: accumulate in place
+    else:
+        out = cg.new_tile((M, N), op.results[0].type.element)
+        if op.attrs["accumulate"]:
+            cg.emit("ALU.MOV.B32", out.run(), cg.operand(acc, False) if isinstance(acc, TileVal)
+                    else cg.materialize(Uniform(acc.src, (M, N), acc.ty)).run())
+    squad = None
+    if squads > 1:
+        sq = cg.vreg(1)
+        cg.emit("ALU.SHR.U32", VR(sq, 0, 1), cg.tid, IntImm(7))
+        squad = VR(sq, 0, 1)
+    sa, sb = el.itemsize, b.ty.element.itemsize
+    a_pitch = a.ty.shape[-1] * a.ty.element.itemsize
+    b_pitch = b.ty.shape[-1] * sb
+    acc_name = "S32" if out.ty == T.i32 else "F32"
+    mn = (f"SQMMA.M{ms}N{N}K{kstep}.{acc_name}.{SQMMA_TYPE[el.name]}."
+          f"{SQMMA_TYPE[b.ty.element.name]}")
+    trans = (1 if ta else 0) | (2 if tb else 0)
+    for j in range(K // kstep):
+        k0 = j * kstep
+        a_off = k0 * a_pitch if ta else k0 * sa         # A stored K x M or M x K
+        a_sq = ms * sa if ta else ms * a_pitch
+        b_off = k0 * sb if tb else k0 * b_pitch         # B stored N x K or K x N
+        ra = _operand_desc(cg, a, a_off, a_sq, squad)
+        rb = _operand_desc(cg, b, b_off, 0, None)
+        scale = 1 if (j or op.attrs["accumulate"]) else 0
+        cg.emit(mn, out.run(), ra, rb, IntImm(scale), IntImm(trans))
+    cg.inflight.add(op.results[0])
+    cg.bind(op.results[0], out)
+
+
+def _uses(cg: Codegen, v) -> int:
+    """How many operands of the kernel read IR value ``v``."""
+    counts = cg.__dict__.get("_use_counts")
+    if counts is None:
+        counts = cg.__dict__["_use_counts"] = {}
+        for op in cg.func.walk():
+            for x in op.operands:
+                counts[x] = counts.get(x, 0) + 1
+    return counts.get(v, 0)
+
+
+@lowers("ph.sqmma_wait")
+def lower_sqmma_wait(cg: Codegen, op) -> None:
+    cg.emit("SQMMA.WAIT")
+    cg.inflight.clear()
+    for r, v in zip(op.results, op.operands):
+        cg.bind(r, cg.get(v))
+
+
+def check_inflight(cg: Codegen, op) -> None:
+    """Refuse a use of an SQMMA result before ``ph.sqmma_wait``."""
+    if not cg.inflight or op.name in ("ph.sqmma", "ph.sqmma_wait"):
+        return
+    for v in op.operands:
+        if v in cg.inflight:
+            cg.fail("this uses the result of ph.sqmma before ph.sqmma_wait: the accumulator "
+                    "is written asynchronously (acc = ph.sqmma_wait(acc) first)")
+
+
+# ---------------------------------------------------------------- generic shared access
+def _element_addresses(cg: Codegen, s: SmemVal, shape: tuple) -> TileVal:
+    """Physical byte addresses of the elements this thread holds (block layout)."""
+    size = s.ty.element.itemsize
+    idx = cg.index_run(shape)
+    cg.emit("ALU.SHL.B32", idx.run(), idx.run(), IntImm(log2(size)))
+    base = cg.operand(s.addr)
+    cg.emit("ALU.IADD.S32", idx.run(), idx.run(), base)
+    g = s.ty.swizzle
+    if g:
+        t = cg.new_tile(shape, T.i32)
+        cg.emit("ALU.SHR.U32", t.run(), idx.run(), IntImm(8))
+        cg.emit("ALU.LOP.AND.B32", t.run(), t.run(), IntImm(256 // g - 1))
+        cg.emit("ALU.SHL.B32", t.run(), t.run(), IntImm(log2(g)))
+        cg.emit("ALU.LOP.XOR.B32", idx.run(), idx.run(), t.run())
+    return idx
+
+
+@lowers("ph.shared_load")
+def lower_shared_load(cg: Codegen, op) -> None:
+    s = cg.get(op.operands[0])
+    ty = op.results[0].type
+    addr = _element_addresses(cg, s, ty.shape)
+    out = cg.new_tile(ty.shape, ty.element)
+    suffix = _load_suffix(ty.element)
+    cg.emit(f"LSU.LD.SHARED.{suffix}", out.run(), VMem(addr.run()))
+    cg.bind(op.results[0], out)
+
+
+@lowers("ph.shared_store")
+def lower_shared_store(cg: Codegen, op) -> None:
+    s = cg.get(op.operands[0])
+    val = cg.get(op.operands[1])
+    shape = s.ty.shape
+    v = cg.materialize(val if isinstance(val, TileVal) else
+                       Uniform(val.src, shape, val.ty))
+    addr = _element_addresses(cg, s, shape)
+    cg.emit(f"LSU.ST.SHARED.{STORE_TYPE[s.ty.element.bits]}", VMem(addr.run()), v.run(),
+            guard=cg.owner_pred(shape))
+
+
+# ---------------------------------------------------------------- warp specialization
+@lowers("ph.warp_specialize")
+def lower_warp_specialize(cg: Codegen, op) -> None:
+    if cg.partition is not None:
+        cg.fail("ph.warp_specialize cannot nest")
+    warps = list(op.attrs["warps"])
+    done = cg.label("L_ws_done")
+    first = 0
+    outer_tid, outer_threads = cg.tid, cg.threads
+    cg.emit("SSY", label_ref(done))
+    for i, (w, region) in enumerate(zip(warps, op.regions)):
+        nxt = cg.label("L_ws_next")
+        inside = cg.vreg(1, kind="P")
+        lo, hi = first * 32, (first + w) * 32
+        cg.emit("ALU.ISETP.GE.S32", VP(inside, 0, 1), outer_tid, IntImm(lo))
+        p2 = cg.vreg(1, kind="P")
+        cg.emit("ALU.ISETP.LT.S32", VP(p2, 0, 1), outer_tid, IntImm(hi))
+        cg.emit("ALU.PLOP.AND", VP(inside, 0, 1), VP(inside, 0, 1), VP(p2, 0, 1))
+        cg.emit("BRA", label_ref(nxt), guard=VP(inside, 0, 1, True))
+        tid = cg.vreg(1)
+        cg.emit("ALU.IADD.S32", VR(tid, 0, 1), outer_tid, IntImm(-lo))
+        cg.tid, cg.threads, cg.partition = VR(tid, 0, 1), 32 * w, (i, w, first)
+        try:
+            cg.walk(region)
+        finally:
+            cg.tid, cg.threads, cg.partition = outer_tid, outer_threads, None
+        cg.loc = op.loc
+        cg.emit("SYNC")
+        cg.place(nxt)
+        first += w
+    cg.emit("SYNC")
+    cg.place(done)
+
+
+def check_warp_specialized(cg: Codegen, func) -> int | None:
+    """For a kernel with ``ph.warp_specialize``: its total warps (after checking that tile
+    code runs only inside partitions and the first partition has ``num_warps``)."""
+    ws = [op for op in func.body.ops if op.name == "ph.warp_specialize"]
+    if not ws:
+        return None
+    if len(ws) > 1:
+        raise CompilationError("a kernel has at most one ph.warp_specialize", ws[1].loc)
+    warps = list(ws[0].attrs["warps"])
+    if warps[0] * 32 != cg.threads:
+        raise CompilationError(f"ph.warp_specialize: the first partition runs on the kernel's "
+                               f"num_warps={cg.threads // 32} warps, but asks for {warps[0]}",
+                               ws[0].loc)
+    for op in func.body.ops:
+        if op is ws[0]:
+            continue
+        types = [v.type for v in op.results] + [v.type for v in op.operands]
+        if any(isinstance(t, TileType) and numel(t.shape) > 1 for t in types) or op.regions:
+            raise CompilationError("in a warp-specialized kernel, tile code and control flow "
+                                   "run inside partitions (this op is outside "
+                                   "ph.warp_specialize)", op.loc)
+    return sum(warps)
+
+
+__all__ = ["check_inflight", "check_warp_specialized", "plan_shared", "prepare_desc",
+           "tme_descriptors"]
+
+
+@lowers("ph.sync")
+def lower_sync(cg: Codegen, op) -> None:
+    cg.block_sync()
+
+
+@lowers("ph.desc_aligned")
+def lower_desc_aligned(cg: Codegen, op) -> None:
+    """i1: base and every non-inner byte stride of the descriptor are multiples of 16."""
+    d = cg.get(op.operands[0])
+    acc = cg.vreg(1)
+    a = VR(acc, 0, 1)
+    base = d.base.src if isinstance(d.base.src, VR) else cg.materialize_scalar(d.base)
+    cg.emit("ALU.MOV.B32", a, VR(base.v, base.start, 1))
+    size = d.ty.itemsize
+    for st in d.strides[:-1]:
+        x = _u32(cg, st)
+        if isinstance(x, IntImm):
+            if x.value * size % 16:
+                cg.emit("ALU.MOV.IMM", a, IntImm(1))
+            continue
+        t = cg.vreg(1)
+        cg.emit("ALU.SHL.B32", VR(t, 0, 1), x, IntImm(log2(size)))
+        cg.emit("ALU.LOP.OR.B32", a, a, VR(t, 0, 1))
+    p = cg.vreg(1, kind="P")
+    cg.emit("ALU.LOP.AND.B32", a, a, IntImm(0xF))
+    cg.emit("ALU.ISETP.EQ.U32", VP(p, 0, 1), a, IntImm(0))
+    inner = d.strides[-1]
+    if cg.const_int(inner) != 1:        # TME rows are contiguous
+        q = cg.vreg(1, kind="P")
+        cg.emit("ALU.ISETP.EQ.U32", VP(q, 0, 1), _reg(cg, _u32(cg, inner)), IntImm(1))
+        cg.emit("ALU.PLOP.AND", VP(p, 0, 1), VP(p, 0, 1), VP(q, 0, 1))
+    out = cg.pred_reg(VP(p, 0, 1), ())
+    cg.bind(op.results[0], Uniform(out.run(), (), T.i1, pred=VP(p, 0, 1)))
