@@ -8,25 +8,26 @@ llvmlite JIT for the host CPU.
     add[(mutile.cdiv(n, 1024),)](x, y, z, n, BLOCK=1024)
 """
 from .errors import CompilationError, DeviceFault, LaunchError, MutileError
+from .runtime.address_table import AddressTable
 from .runtime.descriptor import TensorDescriptor
-from .runtime.jit import Config, JITFunction, jit
+from .runtime.host import Heuristics, cdiv, heuristics, next_power_of_2
+from .runtime.jit import Config, JITFunction, KernelInterface, jit
 from .runtime.kernel import CompiledKernel
 
 __version__ = "0.1.0"
 
 
-def cdiv(x: int, y: int) -> int:
-    """Ceiling division of integers (host side)."""
-    return -(-x // y)
-
-
-def next_power_of_2(n: int) -> int:
-    """The smallest power of two >= n (1 for n <= 1)."""
-    n = int(n)
-    return 1 if n <= 1 else 1 << (n - 1).bit_length()
+def as_triton():
+    """Install ``triton`` (and ``triton.language``, ``.testing``, ``.runtime``, ``.tools``)
+    as aliases of mutile in ``sys.modules``, so code written for Triton imports mutile;
+    returns the ``triton`` module. See :mod:`mutile.compat`."""
+    from .compat import as_triton as install
+    return install()
 
 
 from . import language, testing  # noqa: E402
 
-__all__ = ["jit", "JITFunction", "CompiledKernel", "Config", "cdiv", "next_power_of_2",
-           "TensorDescriptor", "CompilationError", "LaunchError", "DeviceFault", "MutileError", "language", "testing"]
+__all__ = ["jit", "JITFunction", "KernelInterface", "CompiledKernel", "Config", "heuristics",
+           "Heuristics", "cdiv", "next_power_of_2", "TensorDescriptor", "AddressTable", "as_triton",
+           "CompilationError", "LaunchError", "DeviceFault", "MutileError", "language",
+           "testing"]

@@ -1,7 +1,7 @@
 """``mutile bench``: mutile's JIT against numpy and against a previous version of
 mutile, side by side in one run, as ratios.
 
-Every figure is a median of repeated runs (``mutile.testing.do_bench``); the machine
+Every figure is a median of repeated runs (``mutile.testing.time_calls``); the machine
 is shared and noisy, so compare the ratios, not the absolute times. The previous
 version (``--baseline REV``, by default the last commit, or ``HEAD`` when the tree has
 uncommitted changes) is installed from git into a temporary folder and measured in
@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .testing import do_bench
+from .testing import time_calls
 
 
 def _threads() -> int:
@@ -54,9 +54,9 @@ def _matmul(n, threads, rng):
     kw = dict(block_m=64, block_n=128, block_k=64, num_threads=threads)
     mm.matmul(a, b, **kw)
     mm.matmul(a, b, check_bounds=False, **kw)
-    ours = do_bench(lambda: mm.matmul(a, b, **kw))
-    unchecked = do_bench(lambda: mm.matmul(a, b, check_bounds=False, **kw))
-    ref = do_bench(lambda: a @ b)
+    ours = time_calls(lambda: mm.matmul(a, b, **kw))
+    unchecked = time_calls(lambda: mm.matmul(a, b, check_bounds=False, **kw))
+    ref = time_calls(lambda: a @ b)
     gf = 2 * n ** 3 / 1e6
     return {"name": f"matmul fp32 {n}^3", "unit": "GFLOP/s", "higher": True,
             "mutile": gf / ours, "numpy": gf / ref, "unchecked": gf / unchecked}
@@ -67,16 +67,16 @@ def _attention(heads, seq, d, threads, rng):
     q, k, v = (rng.standard_normal((heads, seq, d)).astype(np.float32) for _ in range(3))
     fa.attention(q, k, v, num_threads=threads)
     fa.attention(q, k, v, num_threads=threads, check_bounds=False)
-    ours = do_bench(lambda: fa.attention(q, k, v, num_threads=threads), rep=5)
-    unchecked = do_bench(lambda: fa.attention(q, k, v, num_threads=threads, check_bounds=False),
-                         rep=5)
+    ours = time_calls(lambda: fa.attention(q, k, v, num_threads=threads), rep=5)
+    unchecked = time_calls(lambda: fa.attention(q, k, v, num_threads=threads,
+                                                check_bounds=False), rep=5)
 
     def naive():
         s = q @ np.swapaxes(k, -1, -2) * (1.0 / np.sqrt(d))
         s = np.exp(s - s.max(-1, keepdims=True))
         return (s / s.sum(-1, keepdims=True)) @ v
 
-    ref = do_bench(naive, rep=5)
+    ref = time_calls(naive, rep=5)
     return {"name": f"attention fwd {heads}h seq{seq} d{d} fp32", "unit": "ms", "higher": False,
             "mutile": ours, "numpy": ref, "unchecked": unchecked}
 
@@ -94,7 +94,7 @@ def _pinghu_matmul(n, rng):
     kw = dict(block_m=64, block_n=64, block_k=32, out_dtype=np.float32, backend="pinghu")
     c = mm.matmul(a, b, **kw)
     err = float(np.abs(c - a.astype(np.float64) @ b.astype(np.float64)).max())
-    secs = do_bench(lambda: mm.matmul(a, b, **kw), rep=3, warmup=0) / 1e3
+    secs = time_calls(lambda: mm.matmul(a, b, **kw), rep=3, warmup=0) / 1e3
     row = {"name": f"matmul fp16 {n}^3 (64x64x32 tiles)", "unit": "s", "higher": False,
            "mutile": secs, "max_abs_err": err}
     if n == 512:
@@ -109,7 +109,7 @@ def _pinghu_attention(heads, seq, d, rng, dtype=np.float16):
     out = fa.attention(q, k, v, backend="pinghu")
     ref = fa.attention_reference(*(x.astype(np.float64) for x in (q, k, v)))
     err = float(np.abs(out.astype(np.float64) - ref).max())
-    secs = do_bench(lambda: fa.attention(q, k, v, backend="pinghu"), rep=3, warmup=0) / 1e3
+    secs = time_calls(lambda: fa.attention(q, k, v, backend="pinghu"), rep=3, warmup=0) / 1e3
     row = {"name": f"attention fwd {heads}h seq{seq} d{d} {np.dtype(dtype).name}", "unit": "s",
            "higher": False, "mutile": secs, "max_abs_err": err}
     if seq == 512:   # Triton's figure is for 2 heads: scale it to this row's heads
@@ -120,7 +120,7 @@ def _pinghu_attention(heads, seq, d, rng, dtype=np.float16):
 def _timed(fn, ref):
     out = fn()
     err = float(np.abs(np.asarray(out, np.float64) - ref).max())
-    return do_bench(fn, rep=3, warmup=0) / 1e3, err
+    return time_calls(fn, rep=3, warmup=0) / 1e3, err
 
 
 def _async_rows(quick: bool, rng) -> list:

@@ -1,4 +1,4 @@
-"""The ``mutile`` command: ``demo``, ``ir``, ``asm``, ``bench``, ``coredump``."""
+"""The ``mutile`` command: ``demo``, ``ir``, ``asm``, ``bench``, ``coredump``, ``run``."""
 from __future__ import annotations
 
 import argparse
@@ -51,22 +51,22 @@ def _spec(args):
     fn = _load_kernel(args.target)
     consts = dict(_parse_const(c) for c in args.const)
     sig = [s for s in args.signature.split(",") if s.strip()] if args.signature else []
-    runtime = [p for p in fn.params if p not in fn.constexprs and p not in consts]
+    runtime = [p for p in fn.arg_names if p not in fn.constexpr_names and p not in consts]
     if len(sig) != len(runtime):
         raise SystemExit(f"mutile: --signature lists {len(sig)} types but {fn.__name__} has "
                          f"{len(runtime)} runtime parameters ({', '.join(runtime)})")
     spec = {}
-    for p in fn.params:
+    for p in fn.arg_names:
         if p in consts:
             spec[p] = consts[p]
-        elif p in fn.constexprs:
+        elif p in fn.constexpr_names:
             default = fn.signature.parameters[p].default
             if default is fn.signature.parameters[p].empty:
                 raise SystemExit(f"mutile: constexpr '{p}' needs --const {p}=VALUE")
             spec[p] = default
         else:
             spec[p] = sig[runtime.index(p)]
-    fn.constexprs = set(fn.constexprs) | set(consts)
+    fn.constexpr_names = frozenset(fn.constexpr_names) | set(consts)
     return fn, spec, runtime
 
 
@@ -128,7 +128,7 @@ def cmd_demo(args) -> int:
     t_first = time.perf_counter() - t0
     ref = fa.attention_reference(q, k, v, causal=True)
     err = float(np.max(np.abs(out - ref)))
-    ms = do_bench(lambda: fa.attention(q, k, v, causal=True))
+    ms = do_bench(lambda: fa.attention(q, k, v, causal=True), return_mode="median")
     print(f"causal attention  [{H} heads, seq {S}, d {D}, fp32]  max |err| vs float64 numpy "
           f"= {err:.2e}  compile+run {t_first:.2f} s, run {ms:.2f} ms (median)")
     ok = err < 1e-4
@@ -142,7 +142,8 @@ def cmd_demo(args) -> int:
     r = a.astype(np.float64) @ b.astype(np.float64)
     r = np.where(r >= 0, r, 0.01 * r)
     merr = float(np.max(np.abs(c - r) / (1 + np.abs(r))))
-    ms = do_bench(lambda: mm.matmul(a, b, activation="leaky_relu", out_dtype=np.float32))
+    ms = do_bench(lambda: mm.matmul(a, b, activation="leaky_relu", out_dtype=np.float32),
+                  return_mode="median")
     print(f"matmul + leaky_relu [{M}x{K} @ {K}x{N}, fp16 in, fp32 acc]  max rel err = {merr:.2e}  "
           f"compile+run {t_first:.2f} s, run {ms:.2f} ms (median)")
     ok = ok and merr < 1e-5
@@ -220,6 +221,10 @@ def main(argv=None) -> int:
     pc = sub.add_parser("coredump", help="print the report of a GPU core dump "
                         "(written by a faulting launch under MUTILE_COREDUMP=DIR)")
     pc.add_argument("file", help="a mutile-core-*.npz file")
+    pr = sub.add_parser("run", help="run a Python script written for Triton, with `triton` "
+                        "aliased to mutile (mutile.as_triton())")
+    pr.add_argument("script", help="the script (FILE.py)")
+    pr.add_argument("args", nargs=argparse.REMAINDER, help="the script's arguments")
     args = p.parse_args(argv)
     try:
         return _dispatch(args)
@@ -237,6 +242,9 @@ def _dispatch(args) -> int:
         return cmd_asm(args)
     if args.cmd == "coredump":
         return cmd_coredump(args)
+    if args.cmd == "run":
+        from .compat import run_script
+        return run_script(args.script, args.args)
     from .bench import run_bench
     return run_bench(quick=args.quick, backend=args.backend, baseline=args.baseline,
                      as_json=args.json, compile_times=not args.no_compile)

@@ -48,13 +48,15 @@ class LLVMKernel:
 
     def __init__(self, lowered, engine: Engine, options: dict, unoptimized: str):
         self.lowered_info = {k: getattr(lowered, k) for k in
-                             ("entry", "param_names", "param_types", "checks", "frame_bytes")}
+                             ("entry", "param_names", "param_types", "checks", "frame_bytes",
+                              "int_pointers")}
         self.name = lowered.entry[: -len("_programs")]
         self.engine = engine                    # keeps the machine code alive
         self.param_names = lowered.param_names
         self.param_types = lowered.param_types
         self.checks = lowered.checks
         self.frame_bytes = lowered.frame_bytes
+        self.int_pointers = lowered.int_pointers
         self.options = options
         self.programs = programs_function(engine.address(lowered.entry))
         self.prints = "@printf" in unoptimized or "@\"printf\"" in unoptimized

@@ -1,7 +1,10 @@
 """Launching a compiled kernel: argument packing, threads, faults.
 
 ``launch(kernel, args, grid)`` packs one i64 per parameter (see :mod:`lower` for the
-ABI), adds each pointer parameter's ``[lo, hi)`` byte range (used by bounds checks),
+ABI), adds each pointer parameter's ``[lo, hi)`` byte range (used by bounds checks) and
+the ranges of the members of ``mutile.AddressTable`` arguments (an object with
+``__mutile_address_table__``, ``arrays`` and ``addresses``; the kernel gets the
+addresses),
 splits the grid's linear program ids over ``num_threads`` threads (``os.cpu_count()``
 by default) and calls ``<name>_programs`` from each through ctypes, which releases
 the GIL, so the threads run in parallel. Worker threads get a stack large enough
@@ -74,13 +77,35 @@ def _wrap64(v: int) -> int:
     return v - (1 << 64) if v >= 1 << 63 else v
 
 
-def pack_args(param_types, param_names, args, arg_ranges=None):
-    """(ctypes i64 array of 3n slots, keep-alive list, ranges) for one launch."""
+def _table_ranges(name, table):
+    """(label, lo, hi, base, itemsize) of each member of AddressTable argument ``name``."""
+    out = []
+    for i, a in enumerate(table.arrays):
+        lo, hi = _array_range(a, a.ctypes.data)
+        out.append((f"array {i} of AddressTable '{name}'", lo, hi, a.ctypes.data, a.itemsize))
+    return out
+
+
+def pack_args(param_types, param_names, args, arg_ranges=None, extra=None):
+    """(ctypes i64 array of 3n + 2 slots, keep-alive list, ranges) for one launch; the
+    last two slots address the ``[lo, hi)`` pairs of the AddressTable arguments' members
+    and count them (``extra``, a list, receives their descriptions)."""
     n = len(param_types)
     if len(args) != n:
         raise LaunchError(f"kernel takes {n} arguments ({', '.join(param_names)}), got {len(args)}")
-    slots = (ctypes.c_int64 * (3 * n))()
+    slots = (ctypes.c_int64 * (3 * n + 2))()
     keep, ranges = [], []
+    members = []
+    for t, name, v in zip(param_types, param_names, args):
+        if isinstance(t, PointerType) and getattr(v, "__mutile_address_table__", False) is True:
+            members += _table_ranges(name, v)
+            keep.append(v)
+    if extra is not None:
+        extra += members
+    pairs = np.array([(lo, hi) for _, lo, hi, _, _ in members] or [(0, 0)], np.uint64)
+    keep.append(pairs)
+    slots[3 * n] = _wrap64(pairs.ctypes.data)
+    slots[3 * n + 1] = len(members)
     for k, (t, name, v) in enumerate(zip(param_types, param_names, args)):
         rng = arg_ranges[k] if arg_ranges is not None and arg_ranges[k] is not None else None
         rng = None if rng is None else (int(rng[0]), int(rng[1]))
@@ -133,7 +158,9 @@ def launch(kernel, args, grid, num_threads=None, arg_ranges=None) -> None:
     if total == 0:
         return
     limit = watchdog_seconds()          # every check that can raise comes before the run
-    slots, keep, ranges = pack_args(kernel.param_types, kernel.param_names, args, arg_ranges)
+    extra = []
+    slots, keep, ranges = pack_args(kernel.param_types, kernel.param_names, args, arg_ranges,
+                                    extra)
     nthreads = max(1, min(int(num_threads or os.cpu_count() or 1), total))
     faults = [(ctypes.c_int64 * FAULT_SLOTS)() for _ in range(nthreads)]
     fn = kernel.programs
@@ -152,7 +179,7 @@ def launch(kernel, args, grid, num_threads=None, arg_ranges=None) -> None:
     if hit:
         first = min(hit, key=lambda f: f[4])
         raise _fault(kernel, first, ranges, (gx, gy, gz), slots,
-                     [f for f in hit if f is not first])
+                     [f for f in hit if f is not first], extra)
     if stopped is not None:
         raise _watchdog_fault(kernel, faults, (gx, gy, gz), total, stopped, limit)
 
@@ -307,9 +334,9 @@ def _watchdog_fault(kernel, faults, grid, total, seconds, limit) -> DeviceFault:
     return err
 
 
-def _fault(kernel, f, ranges, grid, slots, others=()) -> DeviceFault:
+def _fault(kernel, f, ranges, grid, slots, others=(), extra=()) -> DeviceFault:
     """The DeviceFault of fault record ``f`` (with its core dump; ``others``: the records
-    of the other threads that faulted too)."""
+    of the other threads that faulted too; ``extra``: the AddressTable members)."""
     kind, check, addr, param, lin, elem = (int(f[i]) for i in (0, 1, 2, 3, 4, 5))
     gx, gy, _ = grid
     pid = (lin % gx, (lin // gx) % gy, lin // (gx * gy))
@@ -320,8 +347,21 @@ def _fault(kernel, f, ranges, grid, slots, others=()) -> DeviceFault:
     else:
         addr &= (1 << 64) - 1
         k = param if param >= 0 else _nearest(kernel, ranges, addr)
-        if k is None:
-            msg = f"{desc} out of bounds in {where}: address {addr:#x} is in no argument array"
+        member = _member_near(extra, addr) if param < 0 else None
+        raw = param < 0 and kernel_int_pointers(kernel) and not extra
+        if member is not None and (k is None or _dist(member[1:3], addr) <
+                                   _dist(ranges[k], addr)):
+            label, lo, hi, base, size = member
+            name, idx, length = label, (addr - base) // size, (hi - lo) // size
+            msg = (f"{desc} out of bounds in {where} (tile element {elem}): element {idx} "
+                   f"of {label}, which has {length} elements (address {addr:#x})")
+        elif k is None or raw:
+            msg = (f"{desc} out of bounds in {where}: address {addr:#x} is not in any array "
+                   "of the launch" + (" (a pointer made from an integer is checked against "
+                   "the pointer arguments and the members of mutile.AddressTable arguments: "
+                   "pass the arrays as a mutile.AddressTable, or launch with "
+                   "check_bounds=False to use raw addresses unchecked)"
+                   if kernel_int_pointers(kernel) else ""))
             idx = length = None
             name = None
         else:
@@ -361,6 +401,20 @@ def _fault(kernel, f, ranges, grid, slots, others=()) -> DeviceFault:
 def _pid(lin, grid):
     gx, gy, _ = grid
     return [lin % gx, (lin // gx) % gy, lin // (gx * gy)]
+
+
+def kernel_int_pointers(kernel) -> bool:
+    """Whether the kernel makes pointers from integers (its checks name AddressTable)."""
+    return bool(getattr(kernel, "int_pointers", False))
+
+
+def _dist(r, addr) -> int:
+    return 0 if r[0] <= addr < r[1] else min(abs(addr - r[0]), abs(addr - r[1]))
+
+
+def _member_near(extra, addr):
+    """The AddressTable member (label, lo, hi, base, itemsize) nearest ``addr``, or None."""
+    return min(extra, key=lambda m: _dist(m[1:3], addr), default=None)
 
 
 def _nearest(kernel, ranges, addr):

@@ -10,7 +10,9 @@ The kernel becomes two functions:
 
 ``args`` holds one i64 per kernel parameter (pointers: addresses; integers: sign- or
 zero-extended; floats: their bits in the low bits), then, for bounds checks, a
-``[lo, hi)`` byte range per parameter (slots ``n + 2k`` and ``n + 2k + 1``).
+``[lo, hi)`` byte range per parameter (slots ``n + 2k`` and ``n + 2k + 1``), then the
+address and count of the ``[lo, hi)`` pairs of the AddressTable arguments' members
+(slots ``3n`` and ``3n + 1``; pointers made from integers are checked against them too).
 
 The fault record (i64 slots): kind (1 out of bounds, 2 assertion, 3 stopped), check index,
 address, parameter index (-1 unknown), program id, element index within the tile; slot 7
@@ -31,7 +33,7 @@ from mutile.ir.core import Module
 from mutile.ir.types import DescType, PointerType, TileType
 
 # importing the lowering modules registers their ops
-from . import lower_control, lower_debug, lower_desc, lower_dot  # noqa: F401
+from . import lower_atomic, lower_control, lower_debug, lower_desc, lower_dot  # noqa: F401
 from . import lower_elementwise, lower_memory, lower_reduce, lower_shape  # noqa: F401
 from mutile.ir.analysis import Analysis
 from .lower_context import I32, I64, PTR, STOP_SLOT, LowerContext
@@ -47,6 +49,7 @@ class Lowered:
     param_types: list
     checks: list = field(default_factory=list)   # (Loc, description) per fault index
     frame_bytes: int = 0
+    int_pointers: bool = False      # makes pointers from integers (AddressTable checks)
 
 
 def _unpack(ctx: LowerContext, slot, t):
@@ -133,4 +136,4 @@ def lower_kernel(module: Module, options: dict | None = None) -> Lowered:
         ctx.b.ret(ir.Constant(I32, 0))
     entry = _programs_fn(llmod, func.name, program)
     return Lowered(llmod, entry.name, [a.hint for a in func.args], [a.type for a in func.args],
-                   ctx.checks, ctx.frame_bytes)
+                   ctx.checks, ctx.frame_bytes, ctx.int_pointers)

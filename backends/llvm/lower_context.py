@@ -72,6 +72,9 @@ class LowerContext:
         self.check_bounds = bool(options.get("check_bounds", False))
         self.args_ptr, self.pid, self.nprog, self.fault_ptr = None, [], [], None
         self.nparams = len(func.args)
+        # a pointer made from an integer may address an AddressTable member
+        self.int_pointers = any(op.name == "bitcast" and op.result.type.scalar.is_ptr() and
+                                not op.operands[0].type.scalar.is_ptr() for op in func.walk())
         self._strings: dict[bytes, ir.GlobalVariable] = {}
 
     # ------------------------------------------------------------------ values
@@ -432,6 +435,12 @@ class LowerContext:
     def param_range(self, k: int):
         """(lo, hi) byte range of the array passed for parameter ``k`` (bounds slots)."""
         return self.arg_slot(self.nparams + 2 * k), self.arg_slot(self.nparams + 2 * k + 1)
+
+    def extra_ranges(self):
+        """(pointer to the ``[lo, hi)`` i64 pairs, their count) of the launch's arrays that
+        are not parameters (AddressTable members; slots ``3n`` and ``3n + 1``)."""
+        table = self.b.inttoptr(self.arg_slot(3 * self.nparams), PTR)
+        return table, self.arg_slot(3 * self.nparams + 1)
 
     def add_check(self, op, description: str) -> int:
         self.checks.append((op.loc, description))

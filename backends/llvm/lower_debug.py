@@ -1,4 +1,4 @@
-"""device_print and device_assert.
+"""device_print, device_assert and the block-wide barrier (``ph.sync``, a no-op here).
 
 ``print`` calls libc ``printf`` once per element, one line each::
 
@@ -89,4 +89,7 @@ def lower_assert(ctx: LowerContext, op) -> None:
             ctx.fault(FAULT_ASSERT, check, ir.Constant(I64, 0), -1, b.add(f, lane))
 
 
-
+@lowers("ph.sync")
+def lower_sync(ctx: LowerContext, op) -> None:
+    """Nothing: one CPU thread runs the whole program (the block) in program order, so a
+    block-wide barrier (``debug_barrier``, ``ph.sync_warps``) has no one to wait for."""

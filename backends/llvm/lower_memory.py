@@ -13,7 +13,9 @@ an exact affine tile: arange, splats, shape ops, ``+ - *uniform``; ``bound`` uni
 is versioned: scalar code finds each test's extreme lane in a wider type (also checking
 that no lane wrapped) and, when every lane is active, runs an unmasked copy.
 
-Masked-off elements never touch memory. With ``check_bounds``, every active
+Masked-off elements never touch memory; a masked load without ``other`` reads them as
+zero (all bits clear), as the Pinghu backend does and Triton's kernels assume in practice
+(an RMSNorm summing a partly masked row). With ``check_bounds``, every active
 element's address is first checked against the array of the parameter it derives
 from (or against all pointer parameters when that is unknown); the first bad one
 records a fault (kind 1) and ends the program before the access happens.
@@ -25,6 +27,7 @@ from llvmlite import ir
 from mutile.ir.core import Op
 from mutile.ir.types import PointerType
 
+from . import cgutils
 from .dot import packed_b_width
 from .lower_context import CHUNK, I1, I32, I64, PTR, LowerContext, lowers
 from .lower_dot import packs_b
@@ -93,7 +96,7 @@ def masked_load(ctx, addr, t, w, mask=None, other=None):
     vty = st if w == 1 else ir.VectorType(st, w)
     if mask is None:
         return ctx.from_storage(b.load(ptr, typ=vty, align=es), t)
-    other = ir.Constant(vty, ir.Undefined) if other is None else ctx.to_storage(other, t)
+    other = ir.Constant(vty, None) if other is None else ctx.to_storage(other, t)  # 0 bits
     if w == 1:
         return ctx.from_storage(_guarded_scalar_load(ctx, ptr, st, es, mask, other), t)
     fn = ctx.intrinsic(f"llvm.masked.load.{ctx.suffix(vty)}.p0", vty,
@@ -146,8 +149,12 @@ def scatter(ctx, addrs, t, value, mask=None):
 
 
 def gather(ctx, addrs, t, mask=None, other=None):
-    if _count(addrs) == 1:
+    """``llvm.masked.gather``; masked-off lanes read ``other`` (zero without it)."""
+    w = _count(addrs)
+    if w == 1:
         return masked_load(ctx, addrs, t, 1, mask, other)
+    if mask is not None and other is None:
+        other = ctx.const(t, 0, w)
     return ctx.masked_gather(inttoptr(ctx, addrs), t, mask, other, ctx.elem_size(t))
 
 
@@ -160,11 +167,14 @@ def _in_range(ctx, addrs, es, origin):
         k for k, a in enumerate(ctx.func.args) if isinstance(a.type, PointerType)]
     ok = None
     end = b.add(addrs, ctx.splat(ir.Constant(I64, es), w))
+    def test(lo, hi):
+        return b.and_(b.icmp_unsigned(">=", addrs, ctx.splat(lo, w)),
+                      b.icmp_unsigned("<=", end, ctx.splat(hi, w)))
     for k in params:
-        lo, hi = ctx.param_range(k)
-        inside = b.and_(b.icmp_unsigned(">=", addrs, ctx.splat(lo, w)),
-                        b.icmp_unsigned("<=", end, ctx.splat(hi, w)))
+        inside = test(*ctx.param_range(k))
         ok = inside if ok is None else b.or_(ok, inside)
+    if origin is None and ctx.int_pointers:
+        ok = _inside_extra(ctx, test, ok, _ones(w).type)
     if ok is None:                      # no array to be inside of
         return ir.Constant(I1, 0) if w == 1 else ir.Constant(ir.VectorType(I1, w), [0] * w)
     return ok
@@ -214,11 +224,32 @@ def _tile_inside(ctx, P, es: int, origin):
     params = [origin] if origin is not None else [
         k for k, a in enumerate(ctx.func.args) if isinstance(a.type, PointerType)]
     ok = None
+
+    def test(r_lo, r_hi):
+        rlo, rhi = b.zext(r_lo, W), b.zext(r_hi, W)
+        return b.and_(b.icmp_signed(">=", lo, rlo), b.icmp_signed("<=", end, rhi))
     for k in params:
-        rlo, rhi = (b.zext(x, W) for x in ctx.param_range(k))
-        inside = b.and_(b.icmp_signed(">=", lo, rlo), b.icmp_signed("<=", end, rhi))
+        inside = test(*ctx.param_range(k))
         ok = inside if ok is None else b.or_(ok, inside)
+    if origin is None and ctx.int_pointers:
+        ok = _inside_extra(ctx, test, ok, I1)
     return ok
+
+
+def _inside_extra(ctx, test, ok, okty):
+    """``ok`` or'ed with ``test(lo, hi)`` over the launch's extra ``[lo, hi)`` ranges (the
+    AddressTable members a pointer made from an integer may address): a loop over them."""
+    b = ctx.b
+    slot = ctx.alloc_scalar(okty, "inside")
+    b.store(ok if ok is not None else ir.Constant(okty, None), slot)
+    table, count = ctx.extra_ranges()
+    with cgutils.for_range(b, ir.Constant(I64, 0), count, ir.Constant(I64, 1), "rng") as j:
+        two = b.mul(j, ir.Constant(I64, 2))
+        lo = b.load(b.gep(table, [two], source_etype=I64), typ=I64, align=8)
+        hi = b.load(b.gep(table, [b.add(two, ir.Constant(I64, 1))], source_etype=I64),
+                    typ=I64, align=8)
+        b.store(b.or_(b.load(slot, typ=okty), test(lo, hi)), slot)
+    return b.load(slot, typ=okty)
 
 
 def check_tile(ctx, op, P, M, t) -> None:

@@ -36,6 +36,8 @@ _BINOPS = {ast.Add: ("add", operator.add), ast.Sub: ("sub", operator.sub),
 _SYMBOLS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//",
             ast.Mod: "%", ast.BitAnd: "&", ast.BitOr: "|", ast.BitXor: "^", ast.LShift: "<<",
             ast.RShift: ">>", ast.Pow: "**"}
+# what a Triton kernel may hold as a constexpr (``x.value`` of one is ``x``)
+_CONSTEXPR_VALUES = (bool, int, float, str, type(None), tuple, list, T.Type)
 _CMPS = {ast.Eq: ("eq", operator.eq), ast.NotEq: ("ne", operator.ne), ast.Lt: ("lt", operator.lt),
          ast.LtE: ("le", operator.le), ast.Gt: ("gt", operator.gt), ast.GtE: ("ge", operator.ge)}
 
@@ -72,6 +74,18 @@ def unwrap(v):
     return v.value if isinstance(v, constexpr) else v
 
 
+def _is_handle_object(v) -> bool:
+    """A descriptor, shared buffer or barrier: a Python object around one IR value."""
+    return hasattr(unwrap(v), "__mutile_desc__")
+
+
+def _identity(v):
+    """What ``is`` compares: a tensor's SSA value (``x is None`` is False for a tensor,
+    ``x is x`` True), any other value itself."""
+    v = unwrap(v)
+    return v.handle if isinstance(v, tensor) or _is_handle_object(v) else v
+
+
 class ReturnSignal:
     """Marks that the statements of a block ended in ``return`` (``node``: that
     ``return`` statement, where errors about the returned values point)."""
@@ -94,6 +108,7 @@ class CodeGenerator(ControlFlowMixin, ast.NodeVisitor):
         self.returned: ReturnSignal | None = None
         self.loop_depth = 0
         self.dry_run = 0
+        self.result_wrappers: list = []     # see emit_function
 
     # ------------------------------------------------------------ driver
     def visit(self, node):
@@ -129,7 +144,11 @@ class CodeGenerator(ControlFlowMixin, ast.NodeVisitor):
                 if v.dtype.is_ptr() and f"'{name}'" in msg and "pointer" in msg:
                     notes.append(f"'{name}' is a pointer ({v.type}): an array was passed for "
                                  "it; pass a number where the kernel uses a scalar")
-            elif isinstance(v, (str, type(None))):
+            elif v is None:
+                notes.append(f"'{name}' is None (None was passed for it, and the kernel is "
+                             f"compiled for that): guard its uses with `if {name} is not "
+                             "None:`")
+            elif isinstance(v, str):
                 notes.append(f"'{name}' is the compile-time parameter {name}={v!r} (a "
                              f"{type(v).__name__}, not a number)")
         return "".join(f"; {n}" for n in notes)
@@ -147,7 +166,11 @@ class CodeGenerator(ControlFlowMixin, ast.NodeVisitor):
         rets = self.returned.values if self.returned else []
         if self.is_kernel and rets:
             self.fail(self.returned.node or self.src.tree, "a kernel cannot return a value")
-        handles = [S.to_tensor(v, self.builder).handle for v in rets]
+        # a descriptor (or shared buffer, barrier) is returned as its handle; the caller
+        # wraps the call's result like the returned object (``result_wrappers``)
+        self.result_wrappers = [unwrap(v) if _is_handle_object(v) else None for v in rets]
+        handles = [unwrap(v).handle if _is_handle_object(v) else
+                   S.to_tensor(v, self.builder).handle for v in rets]
         self.func.result_types = [h.type for h in handles]
         self.builder.create("return", handles, loc=self.src.loc(self.src.tree))
 
@@ -345,10 +368,8 @@ class CodeGenerator(ControlFlowMixin, ast.NodeVisitor):
         result = None
         for op, comp in zip(node.ops, node.comparators):
             right = self.visit(comp)
-            if type(op) in (ast.Is, ast.IsNot):
-                if not (is_static(left) and is_static(right)):
-                    self.fail(node, "'is' compares compile-time values only")
-                r = (unwrap(left) is unwrap(right)) == isinstance(op, ast.Is)
+            if type(op) in (ast.Is, ast.IsNot):     # compile-time, tensors included
+                r = (_identity(left) is _identity(right)) == isinstance(op, ast.Is)
             elif type(op) in (ast.In, ast.NotIn):
                 if not (is_static(left) and is_static(right)):
                     self.fail(node, "'in' compares compile-time values only")
@@ -374,6 +395,9 @@ class CodeGenerator(ControlFlowMixin, ast.NodeVisitor):
         if isinstance(base, tensor) and node.attr == "T":
             return self.call_builtin(lc_std().trans, [base], {}, node)
         obj = unwrap(base)
+        if node.attr == "value" and isinstance(obj, _CONSTEXPR_VALUES) and \
+                not hasattr(obj, "value"):
+            return obj          # a compile-time value is its own constexpr: BLOCK.value
         if not hasattr(obj, node.attr):
             what = f"{obj.type}" if isinstance(obj, tensor) else type(obj).__name__
             self.fail(node, f"'{what}' has no attribute '{node.attr}'")
@@ -449,6 +473,12 @@ class CodeGenerator(ControlFlowMixin, ast.NodeVisitor):
                         "@mutile.jit functions take tensors")
 
     def call_builtin(self, fn, args, kwargs, node):
+        for a in [*args, *kwargs.values()]:
+            if hasattr(unwrap(a), "refusal"):           # a dtype mutile refuses (compat.py)
+                self.fail(node, unwrap(a).refusal())
+        if getattr(fn, "__mutile_calls_jit__", False):   # reduce/scan/map_elementwise's fn
+            kwargs = dict(kwargs, _call_jit=lambda f, *a: self.compiler.call_jit(
+                self, f, list(a), {}, node))
         return fn(*args, _builder=self.builder, **kwargs)
 
 

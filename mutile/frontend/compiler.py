@@ -22,6 +22,7 @@ from ..ir.ops import OpRuleError
 from ..language import core as lc
 from ..language.core import constexpr, tensor
 from .codegen import CodeGenerator, is_jit, is_static, lc_tiles, unwrap
+from .pybuiltins import python_minmax
 from .source import closure_cells, function_source
 
 _ALLOWED_GLOBAL_TYPES = (int, float, bool, str, type(None), T.ScalarType, T.PointerType,
@@ -38,6 +39,7 @@ class KernelCompiler:
         self.module = Module()
         self.globals_read: dict = {}   # (file, name) -> value it had
         self.callees: dict = {}        # specialization key -> Func
+        self.result_wrappers: dict = {}  # callee name -> per result, the descriptor it returns
         self.jit_functions: list = []  # every @jit function reached (for cache keys)...
         self.in_closure_key: set = set()  # ...but those the specialization's closure key holds
         self.active: list = []
@@ -65,7 +67,7 @@ class KernelCompiler:
         for p in params:
             v = bindings[p]
             if not _is_runtime(v):
-                scope[p] = unwrap(v)
+                scope[p] = v.type if isinstance(v, RuntimeArg) else unwrap(v)
             elif isinstance(v.type, T.DescType):
                 parts = [next(args) for _ in T.desc_arg_types(v.type)]
                 h = Builder(func.body, func.loc)("make_desc", *parts, block=list(v.type.block))
@@ -106,7 +108,9 @@ class KernelCompiler:
             self.callees[key] = func
         op = gen.builder.create("call", [v.handle for v in runtime_vals], func.result_types,
                                 {"callee": func.name})
-        results = [tensor(r) for r in op.results]
+        wrappers = self.result_wrappers.get(func.name) or [None] * len(op.results)
+        results = [w._with_handle(r) if w is not None else tensor(r)
+                   for w, r in zip(wrappers, op.results)]
         if not results:
             return None
         return results[0] if len(results) == 1 else tuple(results)
@@ -134,10 +138,12 @@ class KernelCompiler:
                 scope[pname] = unwrap(bound.arguments[pname])
         self.active.append(jitfn)
         try:
-            CodeGenerator(src, self.module, func, scope, self, False,
-                          closure_cells(jitfn.fn)).emit_function()
+            callee = CodeGenerator(src, self.module, func, scope, self, False,
+                                   closure_cells(jitfn.fn))
+            callee.emit_function()
         finally:
             self.active.pop()
+        self.result_wrappers[func.name] = callee.result_wrappers
         return func
 
     # ------------------------------------------------------------ globals
@@ -209,9 +215,8 @@ class KernelCompiler:
                                 **{k: unwrap(v) for k, v in kwargs.items()})
             except TypeError as e:
                 gen.fail(node, f"range(): {e}")
-        if fn in (builtins.min, builtins.max) and not all(is_static(a) for a in args):
-            gen.fail(node, f"{fn.__name__}() on tensors: use ml.minimum/ml.maximum or "
-                           f"ml.{fn.__name__}(x, axis)")
+        if fn in (builtins.min, builtins.max):
+            return python_minmax(gen, fn, args, kwargs, node)
         if fn is builtins.len and args and isinstance(unwrap(args[0]), tensor):
             return unwrap(args[0]).shape[0]
         if fn is builtins.isinstance:
@@ -254,7 +259,9 @@ class KernelCompiler:
 
 
 class RuntimeArg:
-    """A kernel parameter passed at launch, of IR type ``type``."""
+    """A kernel parameter passed at launch, of IR type ``type``; or, when ``type`` is not
+    an IR type, the compile-time value the argument specializes as (None: the argument
+    was None, which the kernel sees as the value None, as in Triton)."""
 
     def __init__(self, type: T.Type):
         self.type = type
@@ -264,7 +271,7 @@ class RuntimeArg:
 
 
 def _is_runtime(v) -> bool:
-    return isinstance(v, RuntimeArg)
+    return isinstance(v, RuntimeArg) and isinstance(v.type, T.Type)
 
 
 def _freeze(v):

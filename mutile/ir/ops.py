@@ -157,6 +157,10 @@ def _infer_bitcast(ts, a):
     src = ts[0].scalar
     need(isinstance(to, (ScalarType, PointerType)), f"bitcast target must be scalar, got {to}")
     need(to.bits == src.bits, f"bitcast {src} -> {to} changes the width")
+    if isinstance(to, PointerType) != isinstance(src, PointerType):   # int <-> pointer
+        i = src if isinstance(to, PointerType) else to
+        need(isinstance(i, ScalarType) and i.is_int() and i.bits == 64,
+             f"bitcast {src} -> {to}: a pointer converts only to or from a 64-bit integer")
     return [tile_or_scalar(shape_of(ts[0]), to)]
 
 
@@ -289,9 +293,59 @@ def _check_store(op):
 
 
 define("load", ("ptr", "mask?", "other?"), optional_attrs=("cache", "volatile"), infer=_infer_load,
-       pure=False, doc="read each pointer where mask holds, else other (else undefined)")
+       pure=False, doc="read each pointer where mask holds, else other (else zero)")
 define("store", ("ptr", "value", "mask?"), infer=lambda ts, a: [], check=_check_store, pure=False,
        doc="write value to each pointer where mask holds")
+
+
+# ---------------------------------------------------------------- atomics
+ATOMIC_OPS = ("add", "max", "min", "and", "or", "xor", "xchg")
+ATOMIC_SEMS = ("relaxed", "acquire", "release", "acq_rel")
+ATOMIC_SCOPES = ("gpu", "cta", "sys")
+
+
+def _check_atomic_attrs(op, kinds=True):
+    a = op.attrs
+    need(not kinds or a["op"] in ATOMIC_OPS, f"unknown atomic op {a.get('op')!r}")
+    need(a["sem"] in ATOMIC_SEMS, f"unknown memory semantics {a['sem']!r}")
+    need(a["scope"] in ATOMIC_SCOPES, f"unknown scope {a['scope']!r}")
+
+
+def _atomic_result(p):
+    need(p.scalar.is_ptr(), f"atomics need pointers, got {p}")
+    e = p.scalar.element_ty
+    need(isinstance(e, ScalarType) and e.bits in (16, 32, 64) and not e.is_bool(),
+         f"atomics need 16-, 32- or 64-bit elements, got {e}")
+    return tile_or_scalar(shape_of(p), e)
+
+
+def _infer_atomic_rmw(ts, a):
+    res = _atomic_result(ts[0])
+    need(ts[1] == res, f"atomic value must be {res}, got {ts[1]}")
+    if len(ts) > 2:
+        need(ts[2] == _bool_like(ts[0]), f"atomic mask must be {_bool_like(ts[0])}, got {ts[2]}")
+    e = res.scalar
+    kind = a.get("op")
+    need(kind not in ("and", "or", "xor") or e.is_int(), f"atomic {kind} needs integers, got {e}")
+    need(e.bits > 16 or kind == "add", f"atomic {kind} of 16-bit {e} is not defined (add only)")
+    return [res]
+
+
+def _infer_atomic_cas(ts, a):
+    res = _atomic_result(ts[0])
+    need(res.scalar.bits in (32, 64), f"atomic_cas needs 32- or 64-bit elements, got {res}")
+    need(ts[1] == res and ts[2] == res, f"atomic_cas compare and value must be {res}, got "
+         f"{ts[1]}, {ts[2]}")
+    return [res]
+
+
+define("atomic_rmw", ("ptr", "value", "mask?"), attrs=("op", "sem", "scope"),
+       infer=_infer_atomic_rmw, check=_check_atomic_attrs, pure=False,
+       doc="atomically *ptr = op(*ptr, value) where mask holds; result: the old values "
+           "(0 where masked off)")
+define("atomic_cas", ("ptr", "cmp", "value"), attrs=("sem", "scope"), infer=_infer_atomic_cas,
+       check=lambda op: _check_atomic_attrs(op, kinds=False), pure=False,
+       doc="atomically: old = *ptr; if old == cmp (bitwise): *ptr = value; result: old")
 
 
 # ---------------------------------------------------------------- tensor descriptors

@@ -6,14 +6,40 @@ layer exposes the same objects under Triton's names (``ml.float32`` is ``f32``).
 """
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass
 
 import ml_dtypes
 import numpy as np
 
+# Triton's dtype names (``dtype.name`` there, and its mangling): the queries below and
+# ``dtype.is_fp16()``-style predicates read this table.
+TRITON_SHORT = {"i1": "int1", "i8": "int8", "i16": "int16", "i32": "int32", "i64": "int64",
+                "u8": "uint8", "u16": "uint16", "u32": "uint32", "u64": "uint64",
+                "f8e4m3": "fp8e4nv", "f8e5m2": "fp8e5", "f16": "fp16", "bf16": "bf16",
+                "f32": "fp32", "f64": "fp64"}
+# Every scalar name Triton has a predicate for (mutile lacks the last three fp8 kinds).
+_TRITON_PREDICATES = tuple(TRITON_SHORT.values()) + ("fp8e4b8", "fp8e4b15", "fp8e5b16")
+# float layout: (mantissa bits, exponent bias), Triton's fp_mantissa_width / exponent_bias
+_FP_LAYOUT = {"f8e4m3": (3, 7), "f8e5m2": (2, 15), "f16": (10, 15), "bf16": (7, 127),
+              "f32": (23, 127), "f64": (52, 1023)}
+
 
 class Type:
-    """Base of all IR types."""
+    """Base of all IR types. It also answers Triton's dtype queries (``is_fp16()``,
+    ``is_block()``...): False here, each type says what it is."""
+
+    class SIGNEDNESS(enum.Enum):
+        """Triton's ``dtype.SIGNEDNESS`` (``int_signedness`` of integer types)."""
+        SIGNED = 0
+        UNSIGNED = 1
+
+    SINT_TYPES = ("int8", "int16", "int32", "int64")
+    UINT_TYPES = ("int1", "uint8", "uint16", "uint32", "uint64")
+    FP_TYPES = ("fp8e4b15", "fp8e4nv", "fp8e4b8", "fp8e5", "fp8e5b16", "fp16", "bf16", "fp32",
+                "fp64")
+    STANDARD_FP_TYPES = ("fp16", "bf16", "fp32", "fp64")
+    OTHER_TYPES = ("void",)
 
     def is_tile(self) -> bool:
         return False
@@ -21,10 +47,67 @@ class Type:
     def is_ptr(self) -> bool:
         return False
 
+    def is_block(self) -> bool:
+        """Triton's name for :meth:`is_tile`."""
+        return self.is_tile()
+
+    def is_const(self) -> bool:
+        return False
+
+    def is_void(self) -> bool:
+        return False
+
+    def is_floating(self) -> bool:
+        return False
+
+    def is_standard_floating(self) -> bool:
+        return False
+
+    def is_int(self) -> bool:
+        return False
+
+    def is_int_signed(self) -> bool:
+        return False
+
+    def is_int_unsigned(self) -> bool:
+        return False
+
+    def is_bool(self) -> bool:
+        return False
+
+    def is_fp8(self) -> bool:
+        return False
+
+    @property
+    def cache_key_part(self) -> str:
+        """Triton's spelling of the type (``fp16``, ``int32``): its ``dtype.name``."""
+        return str(self)
+
+    @staticmethod
+    def is_dtype(type_str) -> bool:
+        """Whether ``type_str`` is one of Triton's scalar type names (``"fp16"``)."""
+        return type_str in Type.SINT_TYPES + Type.UINT_TYPES + Type.FP_TYPES + Type.OTHER_TYPES
+
     @property
     def scalar(self) -> "Type":
         """The element type of a tile; a non-tile type is its own scalar."""
         return self
+
+    def with_element_ty(self, element_ty: "Type") -> "Type":
+        """This type with ``element_ty`` as its scalar (a tile keeps its shape)."""
+        return element_ty
+
+
+def _triton_predicate(short: str):
+    def pred(self) -> bool:
+        return self.cache_key_part == short
+    pred.__name__ = f"is_{short}"
+    pred.__doc__ = f"Whether this is Triton's ``{short}``."
+    return pred
+
+
+for _short in _TRITON_PREDICATES:
+    setattr(Type, f"is_{_short}", _triton_predicate(_short))
 
 
 @dataclass(frozen=True, eq=True)
@@ -42,13 +125,20 @@ class ScalarType(Type):
     def __repr__(self) -> str:
         return f"ml.{self.triton_name or self.name}"
 
-    # Triton-compatible queries -------------------------------------------------
+    # Triton-compatible queries (its ``dtype``; ``kind`` and ``name`` stay mutile's) -----
     @property
     def primitive_bitwidth(self) -> int:
         return self.bits
 
+    @property
+    def cache_key_part(self) -> str:
+        return TRITON_SHORT[self.name]
+
     def is_floating(self) -> bool:
         return self.kind == "float"
+
+    def is_standard_floating(self) -> bool:
+        return self.cache_key_part in Type.STANDARD_FP_TYPES
 
     def is_int(self) -> bool:
         return self.kind in ("int", "uint")
@@ -64,6 +154,50 @@ class ScalarType(Type):
 
     def is_fp8(self) -> bool:
         return self.name in ("f8e4m3", "f8e5m2")
+
+    @property
+    def int_signedness(self) -> "Type.SIGNEDNESS":
+        if not self.is_int():
+            raise AttributeError(f"{self!r} is not an integer type: it has no int_signedness")
+        return Type.SIGNEDNESS.SIGNED if self.is_int_signed() else Type.SIGNEDNESS.UNSIGNED
+
+    @property
+    def int_bitwidth(self) -> int:
+        if not self.is_int():
+            raise AttributeError(f"{self!r} is not an integer type: it has no int_bitwidth")
+        return self.bits
+
+    @property
+    def fp_mantissa_width(self) -> int:
+        if not self.is_floating():
+            raise AttributeError(f"{self!r} is not a float type: it has no fp_mantissa_width")
+        return _FP_LAYOUT[self.name][0]
+
+    @property
+    def exponent_bias(self) -> int:
+        if not self.is_floating():
+            raise AttributeError(f"{self!r} is not a float type: it has no exponent_bias")
+        return _FP_LAYOUT[self.name][1]
+
+    def get_int_max_value(self) -> int:
+        if not self.is_int():
+            raise TypeError(f"{self!r} is not an integer type")
+        return 2 ** self.bits - 1 if self.is_int_unsigned() else 2 ** (self.bits - 1) - 1
+
+    def get_int_min_value(self) -> int:
+        if not self.is_int():
+            raise TypeError(f"{self!r} is not an integer type")
+        return 0 if self.is_int_unsigned() else -2 ** (self.bits - 1)
+
+    def codegen_name(self) -> str:
+        """Triton's ``codegen_name()``: ``float16``, ``bfloat16``, ``int32``..."""
+        return self.triton_name
+
+    def mangle(self) -> str:
+        """Triton's mangled spelling: ``i32``, ``u8``, ``u1`` (bool), ``fp16``."""
+        if self.is_int():
+            return ("i" if self.is_int_signed() else "u") + str(self.bits)
+        return self.cache_key_part
 
     @property
     def itemsize(self) -> int:
@@ -127,15 +261,19 @@ class PointerType(Type):
     bits = 64
     name = "ptr"
     kind = "ptr"
+    address_space = 1        # Triton's pointer_type fields: global memory, not const
+    const = False
 
-    def is_floating(self) -> bool:
-        return False
+    @property
+    def primitive_bitwidth(self) -> int:
+        return 64
 
-    def is_int(self) -> bool:
-        return False
+    @property
+    def cache_key_part(self) -> str:
+        return f"pointer<{self.element_ty.cache_key_part}>"
 
-    def is_bool(self) -> bool:
-        return False
+    def mangle(self) -> str:
+        return f"P{self.element_ty.mangle()}"
 
 
 @dataclass(frozen=True, eq=True)
@@ -156,6 +294,24 @@ class TileType(Type):
     @property
     def scalar(self) -> Type:
         return self.element
+
+    @property
+    def element_ty(self) -> Type:
+        """Triton's name for :attr:`element` (its ``block_type.element_ty``)."""
+        return self.element
+
+    def get_block_shapes(self) -> tuple:
+        return self.shape
+
+    def with_element_ty(self, element_ty: Type) -> "TileType":
+        return TileType(self.shape, element_ty)
+
+    @property
+    def cache_key_part(self) -> str:
+        return f"<{self.shape}, {self.element.cache_key_part}>"
+
+    def mangle(self) -> str:
+        return f"{self.element.mangle()}S{'_'.join(map(str, self.shape))}S"
 
     @property
     def numel(self) -> int:

@@ -18,6 +18,22 @@ from .tiles import (argmax, argmin, assume, cumprod, cumsum, device_assert, devi
                     make_tensor_descriptor, max, max_constancy, max_contiguous, min, multiple_of,
                     sum, tensor_descriptor, xor_sum)
 from . import math  # noqa: E402  (ml.math.exp etc., as in Triton)
+from .random import (pair_uniform_to_normal, philox, philox_impl, rand, rand4x, randint,  # noqa: E402
+                     randint4x, randn, randn4x, uint_to_uniform_float)
+from . import random  # noqa: E402  (ml.random.philox etc., as in Triton)
+from . import extra  # noqa: E402  (ml.extra.libdevice, ml.extra.cuda/musa.libdevice)
+from .atomic import (atomic_add, atomic_and, atomic_cas, atomic_max, atomic_min,  # noqa: E402
+                     atomic_or, atomic_xchg, atomic_xor)
+from .combine import associative_scan, map_elementwise, reduce  # noqa: E402
+from .mx import dot_scaled  # noqa: E402
+from .shapes import (cat, gather, interleave, join, ravel, split, squeeze,  # noqa: E402
+                     swizzle2d, unsqueeze)
+from .sorting import bitonic_merge, flip, histogram, sort, topk  # noqa: E402
+from .tiles import debug_barrier, inline_asm_elementwise, reduce_or, softmax  # noqa: E402
+from .compat import (TRITON_MAX_TENSOR_NUMEL, add, advance, async_task, block_type,  # noqa: E402
+                     const, constexpr_function, float8e4b8, float8e4b15, float8e5b16,
+                     load_tensor_descriptor, make_block_ptr, pi32_t, slice,
+                     store_tensor_descriptor, tuple, void)
 
 bool_ = int1
 
@@ -61,6 +77,7 @@ def _method(fn):
         return fn(self, *args, _builder=_builder, **kwargs)
     m.__name__ = fn.__name__
     m.__doc__ = fn.__doc__
+    m.__mutile_calls_jit__ = getattr(fn, "__mutile_calls_jit__", False)
     return builtin(m)
 
 
@@ -68,3 +85,8 @@ for _f in (cast, reshape, view, permute, trans, broadcast_to, expand_dims, sum, 
            argmin, cumsum, cumprod, xor_sum, exp, exp2, log, log2, sqrt, sin, cos, abs, sigmoid):
     setattr(tensor, _f.__name__, _method(_f))
 tensor.to = _method(cast)
+for _f in (atomic_add, atomic_and, atomic_cas, atomic_max, atomic_min, atomic_or, atomic_xchg,
+           atomic_xor):
+    setattr(tensor, _f.__name__, _method(_f))
+for _f in (reduce, associative_scan, histogram, gather, split, flip, ravel, softmax, reduce_or):
+    setattr(tensor, _f.__name__, _method(_f))

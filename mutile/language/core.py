@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import functools
+import operator
 
 import numpy as np
 
@@ -47,6 +48,37 @@ class constexpr:
 
     def __hash__(self):
         return hash(self.value)
+
+    def __iter__(self):
+        return iter(self.value)
+
+    def __getitem__(self, index):
+        return self.value[_unwrap(index)]
+
+    def __call__(self, *args, **kwargs):
+        return self.value(*args, **kwargs)
+
+
+def _constexpr_op(op, reflected=False):
+    """A dunder of :class:`constexpr`: apply ``op`` to the values, wrap the result (as
+    Triton's ``constexpr(2) * BLOCK`` is a constexpr on the host)."""
+    if reflected:
+        return lambda self, other: constexpr(op(_unwrap(other), self.value))
+    return lambda self, other: constexpr(op(self.value, _unwrap(other)))
+
+
+for _name, _op in (("add", operator.add), ("sub", operator.sub), ("mul", operator.mul),
+                   ("truediv", operator.truediv), ("floordiv", operator.floordiv),
+                   ("mod", operator.mod), ("pow", operator.pow), ("lshift", operator.lshift),
+                   ("rshift", operator.rshift), ("and", operator.and_), ("or", operator.or_),
+                   ("xor", operator.xor)):
+    setattr(constexpr, f"__{_name}__", _constexpr_op(_op))
+    setattr(constexpr, f"__r{_name}__", _constexpr_op(_op, reflected=True))
+for _name, _op in (("lt", operator.lt), ("le", operator.le), ("gt", operator.gt),
+                   ("ge", operator.ge)):
+    setattr(constexpr, f"__{_name}__", _constexpr_op(_op))
+for _name, _op in (("neg", operator.neg), ("pos", operator.pos), ("invert", operator.invert)):
+    setattr(constexpr, f"__{_name}__", lambda self, _op=_op: constexpr(_op(self.value)))
 
 
 def python_value(v):

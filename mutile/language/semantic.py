@@ -120,7 +120,7 @@ def cast(x, dtype, b: Builder, bitcast: bool = False) -> tensor:
         fail(f"cannot convert to {dtype!r}: not a dtype")
     if x.dtype == dtype:
         return x
-    if bitcast:
+    if bitcast and not (x.dtype.is_ptr() or dtype.is_ptr()):
         if x.dtype.bits != dtype.bits:
             fail(f"bitcast from {x.dtype!r} to {dtype!r} changes the bit width")
         return tensor(b("bitcast", x.handle, to=dtype))
@@ -129,6 +129,11 @@ def cast(x, dtype, b: Builder, bitcast: bool = False) -> tensor:
             return tensor(b("bitcast", x.handle, to=dtype))
         if x.dtype.is_ptr() and dtype in (T.i64, T.u64):
             return tensor(b("bitcast", x.handle, to=dtype))
+        if dtype.is_ptr() and x.dtype in (T.i64, T.u64):   # an address read from memory
+            return tensor(b("bitcast", x.handle, to=dtype))
+        if dtype.is_ptr():
+            fail(f"cannot convert {x.dtype!r} to {dtype!r}: a pointer is made only from a "
+                 "64-bit integer (int64 or uint64, e.g. an address loaded from an int64 array)")
         fail(f"cannot convert {x.dtype!r} to {dtype!r}")
     return tensor(b("cast", x.handle, to=dtype))
 

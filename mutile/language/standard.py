@@ -104,7 +104,7 @@ def cdiv(x, div, _builder=None):
 def load(pointer, mask=None, other=None, boundary_check=(), padding_option="", cache_modifier="",
          eviction_policy="", volatile=False, _builder=None) -> tensor:
     """Read the elements ``pointer`` points to. Where ``mask`` is false nothing is read and
-    the result is ``other`` (undefined without ``other``)."""
+    the result is ``other`` (zero without ``other``, as Triton gives in practice)."""
     b = _builder
     p = S.to_tensor(pointer, b)
     if hasattr(_unwrap(pointer), "__mutile_desc__"):
@@ -338,3 +338,25 @@ class PropagateNan:
     """Triton's NaN policy for minimum/maximum/clamp."""
     NONE = "none"
     ALL = "all"
+
+
+# ---------------------------------------------------------------- Triton's compile-time helpers
+# Published kernels import these from ``triton.language.standard`` (bitonic sorts:
+# ``n_dims: tl.constexpr = _log2(x.shape[-1])``). Plain Python: they run at compile time.
+def _unwrap_if_constexpr(o):
+    """``o``'s value if it is a constexpr, else ``o``."""
+    return _unwrap(o)
+
+
+def _log2(i):
+    """floor(log2(i)) of a compile-time integer ``i`` >= 1, as a constexpr (0 for 1)."""
+    n = _unwrap(i)
+    if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+        fail(f"_log2 needs a compile-time integer >= 1, got {n!r}")
+    return constexpr(n.bit_length() - 1)
+
+
+def _is_power_of_two(i):
+    """Whether the compile-time integer ``i`` is a power of two, as a constexpr."""
+    n = _unwrap(i)
+    return constexpr(isinstance(n, int) and n > 0 and n & (n - 1) == 0)

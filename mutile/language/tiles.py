@@ -3,6 +3,7 @@ debugging output."""
 from __future__ import annotations
 
 from ..ir import types as T
+from . import compose as C
 from . import semantic as S
 from .core import _unwrap, builtin, tensor
 from .semantic import fail
@@ -13,7 +14,9 @@ from .standard import _const_int, _dtype, _shape, expand_dims, reshape
 @builtin
 def dot(input, other, acc=None, input_precision=None, allow_tf32=None, max_num_imprecise_acc=None,
         out_dtype=T.f32, _builder=None) -> tensor:
-    """``acc + input @ other`` for 2-D tiles (M x K) @ (K x N).
+    """``acc + input @ other`` for 2-D tiles (M x K) @ (K x N), or batched: 3-D tiles
+    (B x M x K) @ (B x K x N) multiply each of the B pairs of matrices (more leading
+    dims are batch dims too).
 
     Float inputs accumulate in ``out_dtype`` (float32); int8 inputs in int32.
     ``input_precision`` is ``"tf32"`` (default for float32 inputs, as in Triton: inputs
@@ -22,8 +25,11 @@ def dot(input, other, acc=None, input_precision=None, allow_tf32=None, max_num_i
     """
     b = _builder
     a, bb = S.to_tensor(input, b), S.to_tensor(other, b)
-    if len(a.shape) != 2 or len(bb.shape) != 2:
-        fail(f"dot needs 2-D tiles, got shapes {a.shape} and {bb.shape}")
+    if len(a.shape) != len(bb.shape) or len(a.shape) < 2:
+        fail(f"dot needs two 2-D tiles (or two 3-D tiles, batched), got shapes {a.shape} and "
+             f"{bb.shape}")
+    if len(a.shape) > 2:
+        return _batched_dot(a, bb, _unwrap(acc), input_precision, allow_tf32, out_dtype, b)
     if a.shape[1] != bb.shape[0]:
         fail(f"dot: inner dims differ, {a.shape} @ {bb.shape}")
     if a.dtype != bb.dtype:
@@ -60,6 +66,30 @@ def dot(input, other, acc=None, input_precision=None, allow_tf32=None, max_num_i
         if a.dtype.is_int() != acc.dtype.is_int():
             fail(f"dot accumulator {acc.dtype!r} does not suit {a.dtype!r} operands")
     return tensor(b("dot", a.handle, bb.handle, acc.handle, input_precision=prec))
+
+
+def _batched_dot(a, bb, acc, input_precision, allow_tf32, out_dtype, b) -> tensor:
+    """One 2-D dot per matrix of the batch (the leading dims), restacked: each is the
+    2-D dot's result bit for bit."""
+    batch = a.shape[:-2]
+    if bb.shape[:-2] != batch:
+        fail(f"dot: the batch dims differ, {a.shape} @ {bb.shape}")
+    if a.shape[-1] != bb.shape[-2]:
+        fail(f"dot: inner dims differ, {a.shape} @ {bb.shape}")
+    shape = batch + [a.shape[-2], bb.shape[-1]]
+    n = 1
+    for d in batch:
+        n *= d
+    flat = [C.reshape(t, [n] + t.shape[-2:], b) for t in (a, bb)]
+    accs = [None] * n
+    if acc is not None:
+        acc = S.to_tensor(acc, b)
+        if acc.shape != shape:
+            fail(f"dot accumulator has shape {acc.shape}, expected {shape}")
+        accs = C.unstack(C.reshape(acc, [n] + shape[-2:], b), b)
+    parts = [dot(x, y, c, input_precision, allow_tf32, out_dtype=out_dtype, _builder=b)
+             for x, y, c in zip(C.unstack(flat[0], b), C.unstack(flat[1], b), accs)]
+    return C.reshape(C.restack(parts, b), shape, b)
 
 
 # ---------------------------------------------------------------- reductions
@@ -149,19 +179,43 @@ def xor_sum(input, axis=None, keep_dims=False, _builder=None) -> tensor:
     return _reduce(input, axis, "xor", keep_dims, _builder)
 
 
+@builtin
+def reduce_or(input, axis, keep_dims=False, _builder=None) -> tensor:
+    """Bitwise or of the (integer) elements along ``axis``."""
+    return _reduce(input, axis, "or", keep_dims, _builder)
+
+
+@builtin
+def softmax(x, dim=None, keep_dims=None, ieee_rounding=False, _builder=None) -> tensor:
+    """``exp(x - max) / sum(exp(x - max))`` along ``dim`` (default 0, as in Triton — not
+    the last dim). The result keeps ``x``'s shape (``keep_dims`` is accepted and ignored,
+    as Triton 3.9 does); floats narrower than 32 bits compute in float32, as Triton's
+    ``max`` promotes them."""
+    b = _builder
+    x = S.to_tensor(x, b)
+    if not x.dtype.is_floating():
+        fail(f"softmax needs floating-point values, got {x.dtype!r}")
+    d = 0 if _unwrap(dim) is None else dim
+    m = _reduce(S.cast(x, T.f32, b) if x.dtype.bits < 32 else x, d, "max", True, b)
+    num = S.unary_float("exp", S.sub(x, m, b), b)
+    den = _reduce(num, d, "sum", True, b)
+    return S.truediv(num, den, b)
+
+
 def _scan(x, axis, kind, reverse, b) -> tensor:
     x = S.to_tensor(x, b)
     ax = _axis(x, axis)
     if ax is None:
         fail(f"cum{kind} needs an axis")
-    if _unwrap(reverse):
-        fail("reverse scans are not supported; flip the tile's index instead")
-    return tensor(b("scan", x.handle, axis=ax, kind=kind))
+    if not _unwrap(reverse):
+        return tensor(b("scan", x.handle, axis=ax, kind=kind))
+    r = tensor(b("scan", C.flip_axis(x, ax, b).handle, axis=ax, kind=kind))
+    return C.flip_axis(r, ax, b)
 
 
 @builtin
 def cumsum(input, axis=0, reverse=False, dtype=None, _builder=None) -> tensor:
-    """Inclusive prefix sum along ``axis``."""
+    """Inclusive prefix sum along ``axis`` (suffix sum with ``reverse=True``)."""
     x = S.to_tensor(input, _builder)
     dt = _unwrap(dtype)
     if dt is None and x.dtype.is_int() and x.dtype.bits < 32:
@@ -173,7 +227,7 @@ def cumsum(input, axis=0, reverse=False, dtype=None, _builder=None) -> tensor:
 
 @builtin
 def cumprod(input, axis=0, reverse=False, _builder=None) -> tensor:
-    """Inclusive prefix product along ``axis``."""
+    """Inclusive prefix product along ``axis`` (suffix product with ``reverse=True``)."""
     return _scan(input, axis, "prod", reverse, _builder)
 
 
@@ -286,6 +340,24 @@ def device_print(prefix, *args, hex=False, _builder=None) -> None:
     if _unwrap(hex):
         attrs["hex"] = True
     _builder.create("print", vals, None, attrs)
+
+
+@builtin
+def debug_barrier(_builder=None) -> None:
+    """Wait until every thread of the program (the block) reaches this point; memory
+    written before it is visible to every thread after it. On the llvm backend a
+    program runs on one thread, so this orders nothing that is not already ordered."""
+    _builder.create("ph.sync", [])
+
+
+@builtin
+def inline_asm_elementwise(asm, constraints, args, dtype, is_pure, pack, _builder=None):
+    """Not supported: mutile cannot run inline assembly (its backends are a CPU JIT and
+    the Pinghu interpreter, neither of which runs the GPU assembly Triton kernels embed)."""
+    fail("inline_asm_elementwise: mutile cannot run inline assembly (the string is GPU "
+         "assembly for NVIDIA or AMD, which neither the llvm CPU backend nor the Pinghu "
+         "interpreter executes); write the operation with mutile.language builtins, or "
+         "with ml.map_elementwise over a @mutile.jit function")
 
 
 @builtin

@@ -26,13 +26,14 @@ def get_backend(name: str):
 
 
 def _spec_repr(jitfn, spec):
-    return tuple((p, str(v) if isinstance(v, T.Type) and p not in jitfn.constexprs else
+    return tuple((p, str(v) if isinstance(v, T.Type) and p not in jitfn.constexpr_names else
                   ("const", repr(v))) for p, v in spec.items())
 
 
 def frontend_and_passes(jitfn, spec, options, verify=None):
     """IR after the frontend and after each pass: (module, stages, compiler)."""
-    bindings = {p: (RuntimeArg(v) if p not in jitfn.constexprs else v) for p, v in spec.items()}
+    bindings = {p: (RuntimeArg(v) if p not in jitfn.constexpr_names else v)
+                for p, v in spec.items()}
     try:
         module, comp = compile_kernel(jitfn, bindings)
         stages = {"ir": str(module)}
@@ -76,8 +77,8 @@ def build(jitfn, spec, options):
     meta = {"name": module.kernel, "backend": backend_name, "num_warps": options.get("num_warps"),
             "num_stages": options.get("num_stages"),
             "signature": {p: str(v) for p, v in spec.items()
-                          if p in jitfn.params and p not in jitfn.constexprs},
-            "constants": {p: v for p, v in spec.items() if p in jitfn.constexprs},
+                          if p in jitfn.params and p not in jitfn.constexpr_names},
+            "constants": {p: v for p, v in spec.items() if p in jitfn.constexpr_names},
             "cache_key": key}
     meta.update(getattr(binary, "metadata", {}))
     if not os.environ.get("MUTILE_OVERRIDE_DIR"):

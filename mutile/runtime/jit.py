@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import inspect
 import os
+import re
+import textwrap
+
 import numpy as np
 
 from ..errors import CompilationError, DeviceFault, LaunchError, MutileError
@@ -17,6 +20,7 @@ from ..ir import types as T
 from . import cache, coredump
 from .kernel import Launcher, trimmed
 from .specialize import closure_key, constexpr_value, runtime_type
+from .torch_arrays import is_torch_tensor
 
 OPTION_NAMES = ("num_warps", "num_stages", "backend", "check_bounds", "num_threads",
                 "version_masks", "num_ctas", "maxnreg", "sanitize", "vectorize", "wmma",
@@ -41,24 +45,164 @@ def _check_bounds(given) -> bool:
     return env not in ("0", "false", "off", "no")
 
 
-class JITFunction:
-    """A function compiled for the tile machine when launched (``@mutile.jit``)."""
+class KernelInterface:
+    """What launch code written for Triton expects of a kernel object (Triton's
+    ``KernelInterface``): ``kernel[grid](*args, **kwargs)`` calls ``run(*args, grid=grid,
+    warmup=False, **kwargs)`` and ``kernel.warmup(*args, grid=..., **kwargs)`` calls it with
+    ``warmup=True``. :class:`JITFunction` and :class:`~mutile.runtime.host.Heuristics` are
+    subclasses; so are wrappers such as FlagGems' ``LibEntry``, which implement ``run``."""
+
+    def run(self, *args, grid, warmup, **kwargs):
+        raise NotImplementedError(f"{type(self).__name__} must implement run(*args, grid, "
+                                  "warmup, **kwargs)")
+
+    def __getitem__(self, grid):
+        return GridCall(self, grid)
+
+    def warmup(self, *args, grid=None, **kwargs):
+        """Compile for these arguments without launching (``run(..., warmup=True)``)."""
+        __tracebackhide__ = True
+        try:
+            return self.run(*args, grid=grid, warmup=True, **kwargs)
+        except MutileError as e:
+            raise trimmed(e) from None
+
+
+class GridCall:
+    """``kernel[grid]`` of a :class:`KernelInterface`: calling it runs the kernel; a mutile
+    error it raises ends at the caller's line, not in the runtime's frames."""
+    __slots__ = ("kernel", "grid")
+
+    def __init__(self, kernel, grid):
+        self.kernel, self.grid = kernel, grid
+
+    def __call__(self, *args, **kwargs):
+        __tracebackhide__ = True
+        try:
+            return self.kernel.run(*args, grid=self.grid, warmup=False, **kwargs)
+        except MutileError as e:
+            raise trimmed(e) from None
+
+
+def _is_constexpr_annotation(annotation) -> bool:
+    """``ml.constexpr``, ``tl.constexpr`` or their names as strings (``from __future__
+    import annotations`` turns every annotation into its source text, quotes included)."""
+    from ..language.core import constexpr
+    return (annotation is constexpr or getattr(annotation, "__name__", "") == "constexpr"
+            or (isinstance(annotation, str)
+                and annotation.strip().strip("'\"").endswith("constexpr")))
+
+
+class KernelParam(str):
+    """One parameter of a ``@jit`` function as Triton's ``kernel.params`` lists it. It *is*
+    the parameter's name (a ``str``, so it indexes everything keyed by name) and carries
+    ``num`` (its position), ``is_constexpr``, ``do_not_specialize``,
+    ``do_not_specialize_on_alignment``, ``annotation``, ``default`` and ``has_default``."""
+
+    def __new__(cls, num: int, param: inspect.Parameter, do_not_specialize=False,
+                do_not_specialize_on_alignment=False):
+        self = super().__new__(cls, param.name)
+        self.num, self._param = num, param
+        self.is_constexpr = _is_constexpr_annotation(param.annotation)
+        self.do_not_specialize = bool(do_not_specialize)
+        self.do_not_specialize_on_alignment = bool(do_not_specialize_on_alignment)
+        return self
+
+    def __reduce__(self):
+        return (KernelParam, (self.num, self._param, self.do_not_specialize,
+                              self.do_not_specialize_on_alignment))
+
+    @property
+    def name(self) -> str:
+        return str(self)
+
+    @property
+    def annotation(self) -> str:
+        """Triton's spelling: "constexpr", "" when unannotated, else the annotation's text."""
+        a = self._param.annotation
+        if self.is_constexpr:
+            return "constexpr"
+        if a is inspect.Parameter.empty:
+            return ""
+        return a if isinstance(a, str) else getattr(a, "__name__", str(a))
+
+    is_const = False
+
+    @property
+    def default(self):
+        return self._param.default
+
+    @property
+    def has_default(self) -> bool:
+        return self._param.default is not inspect.Parameter.empty
+
+
+def _param_set(spec, names, what) -> set:
+    """The parameter names picked by ``spec`` (indices or names), checked."""
+    out = set()
+    for x in spec or ():
+        if isinstance(x, (int, np.integer)) and not isinstance(x, bool):
+            if not 0 <= x < len(names):
+                raise LaunchError(f"{what}: index {x} is not a parameter (there are "
+                                  f"{len(names)})")
+            out.add(names[x])
+        elif x in names:
+            out.add(x)
+        else:
+            raise LaunchError(f"{what}: '{x}' is not a parameter ({', '.join(names)})")
+    return out
+
+
+class JITFunction(KernelInterface):
+    """A function compiled for the tile machine when launched (``@mutile.jit``).
+
+    Triton's attributes: ``fn``, ``src`` (the source from ``def`` on), ``arg_names``,
+    ``params`` (:class:`KernelParam`), ``constexprs`` (the positions of the constexpr
+    parameters), ``signature``, ``cache_key``, ``__name__``; ``run(*args, grid, warmup)``.
+    """
     __mutile_jit__ = True
 
-    def __init__(self, fn, do_not_specialize=(), debug=None, **_ignored):
+    def __init__(self, fn, version=None, do_not_specialize=None,
+                 do_not_specialize_on_alignment=None, debug=None, noinline=None, repr=None,
+                 launch_metadata=None, **_ignored):
         self.fn = fn
         self.__name__ = fn.__name__
         self.__doc__ = fn.__doc__
         self.__module__ = fn.__module__
         self.__qualname__ = fn.__qualname__
+        self.__globals__ = fn.__globals__
+        self.module, self.version = fn.__module__, version
+        self.debug, self.noinline, self.launch_metadata = debug, noinline, launch_metadata
         self.signature = inspect.signature(fn)
-        self.params = list(self.signature.parameters)
-        from ..language.core import constexpr
-        self.constexprs = {p for p, par in self.signature.parameters.items()
-                           if par.annotation is constexpr or par.annotation == "constexpr"
-                           or getattr(par.annotation, "__name__", "") == "constexpr"
-                           or str(par.annotation).endswith("constexpr")}
+        self.arg_names = list(self.signature.parameters)
+        what = f"@jit({fn.__name__})"
+        dns = _param_set(do_not_specialize, self.arg_names, f"{what} do_not_specialize")
+        dnsa = _param_set(do_not_specialize_on_alignment, self.arg_names,
+                          f"{what} do_not_specialize_on_alignment")
+        self.do_not_specialize = list(do_not_specialize or ())
+        self.do_not_specialize_on_alignment = list(do_not_specialize_on_alignment or ())
+        self.params = [KernelParam(i, par, par.name in dns, par.name in dnsa)
+                       for i, par in enumerate(self.signature.parameters.values())]
+        self.constexprs = [p.num for p in self.params if p.is_constexpr]
+        # the names of the parameters compiled as constants (the runtime's own view)
+        self.constexpr_names = frozenset(p.name for p in self.params if p.is_constexpr)
         self.cache: dict = {}
+
+    @property
+    def src(self) -> str:
+        """The function's source from its ``def`` line on (decorators dropped), dedented."""
+        text = textwrap.dedent("".join(inspect.getsourcelines(self.fn)[0]))
+        m = re.search(r"^(async\s+)?def\s", text, re.MULTILINE)
+        return text[m.start():] if m else text
+
+    @property
+    def starting_line_number(self) -> int:
+        return inspect.getsourcelines(self.fn)[1]
+
+    @property
+    def cache_key(self) -> str:
+        """A hash that changes when the kernel's source may have (see ``cache.source_hash``)."""
+        return cache.source_hash(self.fn)
 
     def __repr__(self):
         return f"JITFunction({self.__module__}:{self.__qualname__})"
@@ -73,27 +217,53 @@ class JITFunction:
 
     # ------------------------------------------------------------ binding
     def bind(self, args, kwargs):
+        from ..language.core import constexpr
         options = dict(DEFAULT_OPTIONS)
         for k in OPTION_NAMES:
-            if k in kwargs and k not in self.params:
+            if k in kwargs and k not in self.arg_names:
                 options[k] = kwargs.pop(k)
         try:
             bound = self.signature.bind(*args, **kwargs)
         except TypeError as e:
-            raise LaunchError(f"{self.fn.__name__}({', '.join(self.params)}): {e}") from None
+            raise LaunchError(f"{self.fn.__name__}({', '.join(self.arg_names)}): {e}") from None
         bound.apply_defaults()
+        out = dict(bound.arguments)
+        for p, v in out.items():        # ml.constexpr(3) for a runtime parameter: the value 3
+            if isinstance(v, constexpr) and p not in self.constexpr_names:
+                out[p] = v.value
+        for k in ("num_warps", "num_stages"):
+            options[k] = getattr(options[k], "value", options[k])
         options.setdefault("backend", default_backend())
         options["check_bounds"] = _check_bounds(options.get("check_bounds"))
         options["sanitize"] = bool(options.get("sanitize")) or _env_flag("MUTILE_SANITIZE")
-        return dict(bound.arguments), options
+        return out, options
+
+    def _bind_compiled(self, compiled, args, kwargs):
+        """The arguments of ``compiled[grid](...)``: all of them, or (Triton's compiled-kernel
+        form) only the runtime ones, the constexprs being those it was compiled for."""
+        runtime = compiled.runtime_params
+        if (len(args) == len(runtime) < len(self.arg_names)
+                and not kwargs.keys() & set(self.arg_names)):
+            full = {p: compiled.spec[p] for p in self.arg_names if p not in runtime}
+            full.update(zip(map(str, runtime), args))
+            return self.bind((), {**full, **kwargs})
+        return self.bind(args, kwargs)
 
     def specialize(self, bound: dict) -> dict:
         """Parameter -> constexpr value or IR type; and, for a kernel defined inside a
         function, ``"<closure>"`` -> the values it reads from there (:func:`closure_key`)."""
         spec = {}
-        for p in self.params:
+        for p in self.arg_names:
             v = bound[p]
-            spec[p] = constexpr_value(p, v) if p in self.constexprs else runtime_type(p, v)
+            if p in self.constexpr_names:
+                spec[p] = constexpr_value(p, v)
+                continue
+            try:
+                spec[p] = runtime_type(p, v)
+            except LaunchError as e:
+                if not is_torch_tensor(v):
+                    raise
+                raise LaunchError(f"argument '{p}': {e}") from None    # a tensor's dtype/device
         closure = closure_key(self.fn) if self.fn.__closure__ else ()
         if closure:
             spec["<closure>"] = closure
@@ -123,19 +293,31 @@ class JITFunction:
         return k, False
 
     # ------------------------------------------------------------ launch
-    def run(self, *args, grid, _compiled=None, **kwargs):
-        bound, options = self.bind(args, kwargs)
+    def run(self, *args, grid=None, warmup=False, _compiled=None, **kwargs):
+        """Launch over ``grid`` (a tuple, or a function of the bound arguments) and return
+        the :class:`CompiledKernel`; with ``warmup=True`` compile only (Triton's ``run``)."""
+        if warmup:
+            bound, options = self.bind(args, kwargs)
+            return self._get(self.specialize(bound), options)[0]
+        if grid is None:
+            raise LaunchError(f"{self.fn.__name__}: a launch needs a grid, as in "
+                              f"{self.fn.__name__}[grid](...)")
+        if _compiled is not None:
+            bound, options = self._bind_compiled(_compiled, args, kwargs)
+        else:
+            bound, options = self.bind(args, kwargs)
         spec = self.specialize(bound)
         g = _check_grid(grid(dict(bound)) if callable(grid) else grid)   # before compiling
         if _compiled is not None:
-            for p in self.params:
-                if p in self.constexprs and spec[p] != _compiled.spec[p]:
-                    raise LaunchError(f"argument '{p}': the kernel was compiled for "
-                                      f"{p}={_compiled.spec[p]!r}, got {spec[p]!r}")
-            for p in _compiled.runtime_params:
-                if spec[p] != _compiled.spec[p]:
-                    raise LaunchError(f"argument '{p}': the kernel was compiled for "
-                                      f"{_compiled.spec[p]}, got {spec[p]}")
+            for p in self.arg_names:       # constexprs, runtime types and None arguments
+                was, now = _compiled.spec[p], spec[p]
+                if now == was:
+                    continue
+                if isinstance(was, T.Type) and isinstance(now, T.Type):
+                    raise LaunchError(f"argument '{p}': the kernel was compiled for {was}, "
+                                      f"got {now}")
+                raise LaunchError(f"argument '{p}': the kernel was compiled for {p}={was!r}, "
+                                  f"got {now!r}")
             k = _compiled
         else:
             k = self._get(spec, options)[0]
@@ -192,7 +374,9 @@ def _freeze(v):
 
 
 def jit(fn=None, **options):
-    """Decorator: ``@mutile.jit`` or ``@mutile.jit(do_not_specialize=...)``."""
+    """Decorator: ``@mutile.jit`` or ``@mutile.jit(do_not_specialize=..., debug=...)``
+    (Triton's keywords: ``version``, ``repr``, ``launch_metadata``, ``do_not_specialize``,
+    ``do_not_specialize_on_alignment``, ``debug``, ``noinline``)."""
     if fn is None:
         return lambda f: JITFunction(f, **options)
     return JITFunction(fn, **options)
@@ -219,4 +403,4 @@ class Config:
         return f"Config({kw}, num_warps: {self.num_warps}, num_stages: {self.num_stages})"
 
 
-__all__ = ["JITFunction", "CompiledKernel", "Config", "jit"]
+__all__ = ["JITFunction", "KernelInterface", "KernelParam", "CompiledKernel", "Config", "jit"]

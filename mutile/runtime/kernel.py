@@ -9,6 +9,7 @@ import numpy as np
 
 from ..errors import LaunchError, MutileError
 from ..ir import types as T
+from .address_table import is_address_table
 from .specialize import as_array
 
 
@@ -32,20 +33,50 @@ class AsmTexts(Mapping):
         return len(self._stages) + len(self._backend)
 
 
+class KernelMetadata(dict):
+    """``kernel.metadata``: what the compile recorded (a dict), also readable as attributes
+    under Triton's names for what published host code reads: ``.shared`` (shared-memory
+    bytes per block; 0 on the llvm backend, which has none), ``.num_warps``,
+    ``.num_stages``, ``.name``."""
+    _TRITON_NAMES = {"shared": "shared_bytes"}
+
+    def __getattr__(self, name):
+        key = self._TRITON_NAMES.get(name, name)
+        if key in self:
+            return self[key]
+        if name == "shared":
+            return 0
+        raise AttributeError(f"kernel metadata has no {name!r}; it has {', '.join(self)}")
+
+
 class CompiledKernel:
     """One compiled specialization: ``asm`` (stage name -> text), ``metadata``, and
-    ``kernel[grid](*args)`` to launch it with arguments of the same specialization."""
+    ``kernel[grid](*args)`` to launch it with arguments of the same specialization.
+    ``n_regs`` / ``n_spills`` (registers per thread, registers spilled to local memory) and
+    ``_init_handles()`` are there for Triton host code that sizes its grid from them; on
+    the llvm backend, which has no register file to report, both counts are 0."""
 
     def __init__(self, jitfn, params, spec, options, binary, asm, metadata, stored, deps):
         self.jitfn, self.params, self.spec, self.options = jitfn, params, spec, options
-        self.binary, self.metadata = binary, metadata
+        self.binary, self.metadata = binary, KernelMetadata(metadata)
         self.asm = AsmTexts(asm, binary.asm)
         self.stored, self.deps = stored, deps
         self.runtime_params = [p for p in params if isinstance(spec[p], T.Type) and p not in
-                               jitfn.constexprs]
+                               jitfn.constexpr_names]
 
     def __getitem__(self, grid):
         return Launcher(self.jitfn, grid, self)
+
+    @property
+    def n_regs(self) -> int:
+        return int(self.metadata.get("registers_per_thread", 0))
+
+    @property
+    def n_spills(self) -> int:
+        return int(self.metadata.get("local_bytes", 0)) // 4
+
+    def _init_handles(self) -> None:
+        """Triton loads the binary onto the device here; a mutile kernel is ready already."""
 
     def launch(self, grid: tuple, bound: dict, num_threads=None):
         args = []
@@ -59,6 +90,15 @@ class CompiledKernel:
                 if i in self.stored and not v.base.flags.writeable:
                     raise LaunchError(f"argument '{p}' is read-only but the kernel stores to it")
                 args += v.launch_args()
+                continue
+            if t.is_ptr() and is_address_table(v):     # the backend needs its members
+                if t.element_ty != T.i64:
+                    raise LaunchError(f"argument '{p}': the kernel was compiled for "
+                                      f"{t.element_ty!r} arrays, got an AddressTable (int64)")
+                if i in self.stored:
+                    raise LaunchError(f"argument '{p}' is an AddressTable, which is read-only, "
+                                      "but the kernel stores to it")
+                args.append(v)
                 continue
             if t.is_ptr():
                 arr = as_array(v)

@@ -11,6 +11,7 @@ from ..ir import types as T
 from ..language.core import constexpr, python_value
 from ..language.semantic import SemanticError, python_scalar_type
 from .cache import source_hash
+from .torch_arrays import is_torch_tensor, torch_view
 
 _SIG_NAMES = {"fp8e4nv": T.f8e4m3, "fp8e4": T.f8e4m3, "fp8e5": T.f8e5m2, "fp16": T.f16,
               "bf16": T.bf16, "fp32": T.f32, "fp64": T.f64, "i1": T.i1, "i8": T.i8,
@@ -34,6 +35,8 @@ def as_array(value):
     """The numpy view of an array-like argument, or None if it is not array-like."""
     if isinstance(value, np.ndarray):
         return value
+    if is_torch_tensor(value):      # its data pointer, as in Triton (any dtype, grad or not)
+        return torch_view(value)
     if hasattr(value, "__array_interface__"):
         return np.asarray(value)
     if hasattr(value, "__dlpack__"):
@@ -41,8 +44,9 @@ def as_array(value):
     return None
 
 
-def runtime_type(name: str, value) -> T.Type:
-    """The IR type a runtime argument is specialized as."""
+def runtime_type(name: str, value) -> T.Type | None:
+    """The IR type a runtime argument is specialized as; None for None (the kernel sees
+    the compile-time value None, as ``if ptr is None:`` in Triton's kernels expects)."""
     if isinstance(value, T.Type):           # warmup with a type instead of a value
         return value
     if hasattr(value, "launch_args") and isinstance(getattr(value, "type", None), T.DescType):
@@ -64,8 +68,8 @@ def runtime_type(name: str, value) -> T.Type:
             raise LaunchError(f"argument '{name}': {e}") from None
     if isinstance(value, (float, np.floating)):
         return T.f32
-    if value is None:
-        raise LaunchError(f"argument '{name}' is None; pass an array or a number")
+    if value is None:       # Triton specializes on None: a compile-time None, no argument
+        return None
     raise LaunchError(f"argument '{name}': cannot pass a {type(value).__name__} to a kernel "
                       "(pass numpy arrays, numbers, or mark the parameter ml.constexpr)")
 
@@ -139,6 +143,10 @@ def stored_params(module) -> set:
         owner = v.owner
         if hasattr(owner, "opdef"):
             name = owner.name
+            if name == "bitcast" and not owner.operands[0].type.scalar.is_ptr() and not (
+                    hasattr(owner.operands[0].owner, "opdef")
+                    and owner.operands[0].owner.name == "bitcast"):
+                return set()    # made from an integer: an AddressTable member, no argument
             if name in ("addptr", "splat", "broadcast", "reshape", "expand_dims", "permute", "hint",
                         "bitcast"):
                 return sources(owner.operands[0], seen)

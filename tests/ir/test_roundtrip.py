@@ -146,7 +146,7 @@ def test_every_stage_round_trips(compile_ir, case):
 def test_live_module_round_trips_after_each_pass(case):
     """Against the module objects the compiler built, not only against a re-parse."""
     kernel, spec = CASES[case]
-    bindings = {p: v if p in kernel.constexprs else RuntimeArg(v) for p, v in spec.items()}
+    bindings = {p: v if p in kernel.constexpr_names else RuntimeArg(v) for p, v in spec.items()}
     m, _ = compile_kernel(kernel, bindings)
     for name in ["frontend"] + PIPELINE:
         if name != "frontend":

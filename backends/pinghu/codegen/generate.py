@@ -19,7 +19,7 @@ from ..isa.operands import CBank, IntImm, SReg
 from ..isa.program import Param, Program
 from .context import LOWERINGS, Codegen, cvt_name, width
 # importing the lowering modules registers their ops
-from .lowering import asynchronous
+from .lowering import asynchronous, atomic  # noqa: F401
 from .lowering import control, debug, descriptors, dot, elementwise  # noqa: F401
 from .lowering import memory, reduce, scan, shape, vector  # noqa: F401
 from .regalloc import PredicatePressure, build_program

@@ -164,6 +164,30 @@ for _sp, _aw in SPACES.items():
                reg("s", _w)], f"memory at address m = {_d}", family="LSU.ST", space=_sp,
                type=_t)
 
+# ---------------------------------------------------------------- ATOM
+# Elements of one instruction that hit one address apply one after another in thread
+# order (then element order within a thread's run), each returning the value before
+# its own update; floats add rounding once per update, max/min let a NaN lose.
+ATOM_OPS = {"ADD": ("S32", "S64", "F16", "BF16", "F32", "F64"),
+            "MAX": ("S32", "U32", "S64", "U64", "F32", "F64"),
+            "MIN": ("S32", "U32", "S64", "U64", "F32", "F64"),
+            "AND": ("B32", "B64"), "OR": ("B32", "B64"), "XOR": ("B32", "B64"),
+            "EXCH": ("B32", "B64")}
+_ATOM_DOC = {"ADD": "m + s (integers wrap)", "MAX": "max(m, s)", "MIN": "min(m, s)",
+             "AND": "m & s", "OR": "m | s", "XOR": "m ^ s", "EXCH": "s"}
+for _op, _ts in ATOM_OPS.items():
+    for _t in _ts:
+        define(f"ATOM.{_op}.{_t}.GLOBAL", "ATOM", "atom_global",
+               [dst("d", w(_t)), mem("m", 2), reg("s", w(_t))],
+               f"atomically d = memory at m, then memory at m = {_ATOM_DOC[_op]}"
+               + (" (16 bits; d zero-extended)" if _t in ("F16", "BF16") else ""),
+               family="ATOM", op=_op, type=_t)
+for _t in ("B32", "B64"):
+    define(f"ATOM.CAS.{_t}.GLOBAL", "ATOM", "atom_global",
+           [dst("d", w(_t)), mem("m", 2), reg("c", w(_t)), reg("s", w(_t))],
+           "atomically d = memory at m, then memory at m = s if d == c (bitwise)",
+           family="ATOM", op="CAS", type=_t)
+
 # ---------------------------------------------------------------- SHFL, BAR
 for _m, _d in [("IDX", "lane b & 31"),
                ("UP", "lane laneid - b, or the lane's own a below lane 0"),

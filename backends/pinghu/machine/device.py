@@ -30,6 +30,7 @@ class MachineParams:
     squad_warps: int = 4                  # a WarpSquad (SQMMA issues per squad)
     shared_bytes: int = SHARED_BYTES      # per block (192 KiB)
     registers: int = 255                  # R0 .. R254 per thread
+    register_file: int = 65536            # ASSUMED: 32-bit registers per MP (not public)
     async_barriers: int = BARRIER_IDS     # hardware AsyncBarrier ids per block (one reserved)
     memory_bytes: int = 80 * 2**30        # MTT S5000: 80 GB
     memory_bandwidth: float = 1.6e12      # bytes/s, MTT S5000
@@ -41,6 +42,7 @@ class MachineParams:
         "ld_global": 400, "st_global": 20, "ld_shared": 30, "st_shared": 20,
         "ld_local": 400, "st_local": 20, "shfl": 20, "bar": 20, "wmma": 32, "control": 2,
         "s2r": 20,
+        "atom_global": 400,               # ASSUMED: a round trip to L2, like a load
         # ASSUMED: issue-to-completion of the asynchronous engines (a TME tile copy, an
         # AsyncBarrier operation, an SQMMA, a fence)
         "tme": 500, "async_bar": 20, "sqmma": 64, "fence": 10})

@@ -2,7 +2,9 @@
 memory, checked accesses (bounds and alignment) and the shared-memory sanitizer; the LSU
 instructions that use them are in :mod:`.units.lsu`.
 
-Global memory is one region per pointer parameter: the bytes its array's elements span,
+Global memory is one region per pointer parameter (an AddressTable argument: one per
+member array, then the table's read-only int64 array of their virtual addresses, see
+``scheduler._bind_table``): the bytes its array's elements span,
 as a writable uint8 view of the array's own memory (stores land in the user's array). A
 region sits at virtual address ``(i + 1) << 40`` plus the low 12 bits of the array's real
 address, so a virtual address has the alignment of the real one and maps back to its
@@ -59,8 +61,9 @@ def _scatter(views: dict, byte: np.ndarray, nbytes: int, vals: np.ndarray, shift
 class Region:
     """One pointer parameter's array as global memory."""
 
-    def __init__(self, index: int, name: str, a: np.ndarray):
+    def __init__(self, index: int, name: str, a: np.ndarray, label: str | None = None):
         self.name, self.array = name, a
+        self.label = label          # how messages name it (default "parameter 'name'")
         lo = sum((n - 1) * s for n, s in zip(a.shape, a.strides) if s < 0 and n)
         hi = sum((n - 1) * s for n, s in zip(a.shape, a.strides) if s > 0 and n)
         self.size = 0 if a.size == 0 else hi - lo + a.itemsize
@@ -80,7 +83,8 @@ class Region:
         """``parameter 'X' (4096 bytes, 1024 x float32)``."""
         shape = " x ".join(map(str, self.array.shape)) or "scalar"
         view = "" if self.array.flags.c_contiguous else " view"
-        return f"parameter '{self.name}' ({self.size} bytes, {shape} x {self.array.dtype}{view})"
+        label = self.label or f"parameter '{self.name}'"
+        return f"{label} ({self.size} bytes, {shape} x {self.array.dtype}{view})"
 
 
 class GlobalMemory:
@@ -99,6 +103,11 @@ class GlobalMemory:
         array's lowest byte (negative before it)."""
         if not self.regions:
             return "the kernel has no pointer parameters", {"address": addr}
+        if not 0 <= (addr >> REGION_SHIFT) - 1 < len(self.regions):
+            return (f"address 0x{addr:x} is not in any array of the launch (a pointer made "
+                    "from an integer must hold an address the interpreter gave out: pass "
+                    "the arrays as a mutile.AddressTable, not an int64 array of their real "
+                    "addresses)"), {"address": addr}
         def dist(r):
             return 0 if r.start <= addr < r.start + r.size else \
                 min(abs(addr - r.start), abs(addr + nbytes - r.start - r.size))
@@ -135,13 +144,14 @@ def _located(head: str, where: tuple[str, dict]) -> tuple[str, dict]:
     return f"{head}: {where[0]}", where[1]
 
 
-def _global(st, sel, ins, addr, mask, nbytes, vals=None):
-    """Load (vals None; returns the values of the selected elements) or store ``vals``."""
+def _global(st, sel, ins, addr, mask, nbytes, vals=None, what=None):
+    """Load (vals None; returns the values of the selected elements) or store ``vals``;
+    ``what`` names the access in fault messages (default "load"/"store")."""
     g = st.glob
     a, pick = _selected(addr, mask)
     if not a.size:
         return a, pick
-    what = "store" if vals is not None else "load"
+    what = what or ("store" if vals is not None else "load")
     g.writes += vals is not None
     lo, hi = int(a.min()), int(a.max())
     one = g.locate(np.array([lo, hi]), nbytes)
@@ -178,7 +188,7 @@ def _global(st, sel, ins, addr, mask, nbytes, vals=None):
         if r.readonly:
             bad = np.ones(len(a), bool) if region_of is None else sub
             fault_first(st, sel, ins, bad, pick, lambda j: (
-                f"global store to read-only {r.describe()} at address 0x{int(a[j]):x}"))
+                f"global {what} to read-only {r.describe()} at address 0x{int(a[j]):x}"))
         _scatter(r.views, byte, nbytes, vals if region_of is None else vals[sub], shift)
     return out, pick
 

@@ -10,12 +10,15 @@ uint32 array ``(registers, threads)`` (register-major: a run over all threads is
 contiguous block; typed views give f32/i32, 64-bit pairs are joined on access), the
 predicates one bool array. The scheduler picks the smallest pc among runnable warps and
 executes that instruction once, as numpy operations over all threads of all warps at
-that pc; a register run ``R[8:40]`` is a row slice. While every live warp is at the
-same pc with all lanes active (compiled tile code, between block-divergent branches) a
-fast loop runs instructions on a plain slice of the register file with no per-warp work
-at all; otherwise warps at one pc that fill at least a quarter of the span they lie in
-run on that span's slice with the other warps masked off, and sparser sets gather their
-threads. Control flow follows docs/isa.md: per-warp active masks and reconvergence stacks
+that pc (fairness: a warp that ran ATOM.CAS/EXCH and then branches backward, a spin
+lock's retry, yields to every other runnable warp until only yielding warps can run, so
+a lock holder at a larger pc always progresses); a register run ``R[8:40]`` is a row
+slice. While every live warp is at the same pc with all lanes active (compiled tile
+code, between block-divergent branches) a fast loop runs instructions on a plain slice
+of the register file with no per-warp work at all; otherwise warps at one pc that fill
+at least a quarter of the span they lie in run on that span's slice with the other warps
+masked off, and sparser sets gather their threads. Control flow follows docs/isa.md:
+per-warp active masks and reconvergence stacks
 (SSY/BRA/SYNC/EXIT), BAR.SYNC makes a warp wait until every non-exited warp of its block
 is waiting at the same barrier (BAR.SYNC.CNT: until its count of warps waits). The
 asynchronous engines (:mod:`.units.barriers`: AsyncBarriers, TME copies, SQMMA) run as
@@ -100,6 +103,8 @@ def _step(st: State, machine: Machine, issue) -> bool:
         if st.asyn.settle():                # a completion event: async work lands
             return False
         st.deadlock()
+    if st.yielding:
+        runnable = _fair(st, runnable)
     pcs = st.pcs[runnable]
     p = int(pcs.min())
     warps = runnable[pcs == p]
@@ -127,6 +132,17 @@ def _step(st: State, machine: Machine, issue) -> bool:
         st.pcs[warps] = p + 1
     issue(p, s.row, warps)
     return False
+
+
+def _fair(st: State, runnable: np.ndarray) -> np.ndarray:
+    """The warps the scheduler may pick: those not yielding (see :func:`_control`'s BRA),
+    or, when only yielding warps can run, all of them (and nobody yields any more)."""
+    fresh = runnable[~st.backoff[runnable]]
+    if fresh.size:
+        return fresh
+    st.backoff[:] = False
+    st.yielding = False
+    return runnable
 
 
 def _converged(st: State, warps: np.ndarray, p: int, steps, issue) -> int:
@@ -170,6 +186,10 @@ def _control(st: State, s: Step, warps: np.ndarray, sel: Sel, machine: Machine) 
     if c.kind == "BRA":
         taken, none = ex == act, ex == 0
         st.pcs[warps] = np.where(taken, c.target, p + 1)
+        if c.target <= p and st.spun[warps].any():    # a spin loop: let the others run
+            back = warps[~none & st.spun[warps]]
+            st.backoff[back], st.spun[back] = True, False
+            st.yielding = bool(back.size) or st.yielding
         div = ~(taken | none)
         if div.any():
             dw = warps[div]
@@ -225,7 +245,9 @@ def _bind(program: Program, args) -> tuple[np.ndarray, GlobalMemory]:
     bank = bytearray(-(-program.param_bytes // 8) * 8 + 8)
     regions = []
     for p, a in zip(params, args):
-        if p.type == "ptr":
+        if p.type == "ptr" and getattr(a, "__mutile_address_table__", False) is True:
+            struct.pack_into("<Q", bank, p.offset, _bind_table(p.name, a, regions))
+        elif p.type == "ptr":
             arr = a if isinstance(a, np.ndarray) else \
                 np.from_dlpack(a) if hasattr(a, "__dlpack__") else np.asarray(a)
             r = Region(len(regions), p.name, arr)
@@ -242,6 +264,22 @@ def _bind(program: Program, args) -> tuple[np.ndarray, GlobalMemory]:
             bank[p.offset:p.offset + bits // 8] = (v % (1 << bits)).to_bytes(bits // 8,
                                                                             "little")
     return np.frombuffer(bank, np.uint8).copy(), GlobalMemory(regions)
+
+
+def _bind_table(name: str, table, regions: list) -> int:
+    """Regions for an AddressTable argument ``name`` (``mutile.AddressTable``): one per
+    member array (``name[i]``), then the table itself, a read-only int64 array holding
+    the members' virtual addresses (of element 0). Returns the table's virtual address."""
+    addrs = []
+    for i, arr in enumerate(table.arrays):
+        r = Region(len(regions), f"{name}[{i}]", arr, f"array {i} of AddressTable '{name}'")
+        regions.append(r)
+        addrs.append(r.pointer)
+    backing = np.array(addrs, np.int64)
+    backing.flags.writeable = False
+    r = Region(len(regions), name, backing, f"AddressTable '{name}'")
+    regions.append(r)
+    return r.pointer
 
 
 def _grid(grid, name: str) -> tuple[int, int, int]:

@@ -160,6 +160,9 @@ class State:
         self.depth = np.zeros(W, np.int64)
         self.stack_pc = np.zeros((W, 4), np.int64)
         self.stack_mask = np.zeros((W, 4), np.uint32)
+        self.spun = np.zeros(W, bool)       # ran ATOM.CAS/EXCH since its last backward branch
+        self.backoff = np.zeros(W, bool)    # took a backward branch after spinning: yields
+        self.yielding = False               # some warp has backoff set
         self.asyn = AsyncUnit(self)
         self.culprit = None       # (warp, lanes or None, pc) a fault names: core dump
 

@@ -6,8 +6,8 @@ import mutile.backends.pinghu.machine  # noqa: F401  (every unit's rows register
 from mutile.backends.pinghu.machine.rows import IMPLS, build
 from mutile.backends.pinghu.isa import INSTRS
 
-from . import (test_alu, test_async, test_control, test_cvt_sfu, test_faults, test_memory,
-               test_warp)
+from . import (test_alu, test_async, test_atomic, test_control, test_cvt_sfu, test_faults,
+               test_memory, test_warp)
 from ..gen import Draw, instruction
 
 
@@ -20,7 +20,7 @@ def test_every_row_has_semantics(row):
 
 def test_every_row_is_exercised():
     covered = set().union(*(m.COVERS for m in (
-        test_alu, test_async, test_control, test_cvt_sfu, test_faults, test_memory,
-        test_warp)))
+        test_alu, test_async, test_atomic, test_control, test_cvt_sfu, test_faults,
+        test_memory, test_warp)))
     missing = sorted(r.mnemonic for r in INSTRS if r.mnemonic not in covered)
     assert not missing, f"rows no interpreter test runs: {missing}"
