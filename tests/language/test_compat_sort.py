@@ -42,8 +42,9 @@ def sort_kernel(X, ASC, DESC, DIM0, MERGED, M: ml.constexpr, N: ml.constexpr):
 
 
 def _sorted_ref(x, axis=-1, descending=False):
-    """numpy's sort (NaNs last); descending: its reverse (NaNs first)."""
-    s = np.sort(x, axis=axis)
+    """numpy's sort (NaNs last) of the values in float64 (numpy's own sort of ml_dtypes
+    arrays misplaces NaNs with ml_dtypes 0.4); descending: its reverse (NaNs first)."""
+    s = np.sort(x.astype(np.float64), axis=axis)
     return np.flip(s, axis=axis) if descending else s
 
 
