@@ -4,8 +4,9 @@ Every conversion produced here follows mutile's rules (docs/semantics.md,
 "Conversions"; :func:`mutile.ir.semantics.convert` is the reference): rounded
 once, to nearest even, from the exact source value, for every input pattern:
 NaNs (payloads by :func:`mutile.ir.semantics.nan_policy`), infinities, signed
-zeros, subnormals on both sides, overflow (inf, or NaN in f8e4m3, which has no
-infinity) and ties.
+zeros, subnormals on both sides, overflow (inf, or NaN in the fp8 formats without
+infinity: f8e4m3, f8e4b8, f8e5b16) and ties; the "fnuz" formats (f8e4b8, f8e5b16)
+have one NaN (0x80) and no -0 (a result rounding to zero is +0).
 
 The code is generic.  A format is a :class:`mutile.ir.semantics.FloatFormat`
 (exponent bits, mantissa bits, whether the all-ones exponent encodes inf/NaN
@@ -47,7 +48,7 @@ _FLOAT_STORAGE = {"f64": ir.DoubleType(), "f32": ir.FloatType(), "f16": ir.HalfT
 def storage_type(fmt: str) -> ir.Type:
     """Return the LLVM scalar type used to store values of format ``fmt``.
 
-    f64 -> double, f32 -> float, f16 -> half, bf16 -> i16, f8e4m3/f8e5m2 -> i8.
+    f64 -> double, f32 -> float, f16 -> half, bf16 -> i16, every fp8 format -> i8.
     """
     if fmt not in FORMATS:
         raise ValueError(f"unknown float format {fmt!r}; expected one of {sorted(FORMATS)}")
@@ -78,7 +79,7 @@ def convert_float(b: ir.IRBuilder, x: ir.Value, src: str, dst: str) -> ir.Value:
     bits = ops.to_bits(x, src)
     S, D = FLOAT_FORMATS[src], FLOAT_FORMATS[dst]
     policy = nan_policy(src, dst)
-    if D.ebits >= S.ebits and D.mbits >= S.mbits:
+    if _widens_exactly(S, D):
         out = _widen(ops, bits, S, D, policy)
     elif src in ("f32", "f64"):
         out = _round(ops, bits, S, D, policy)
@@ -86,6 +87,20 @@ def convert_float(b: ir.IRBuilder, x: ir.Value, src: str, dst: str) -> ir.Value:
         mid = _widen(ops, bits, S, FLOAT_FORMATS["f32"], KEEP)
         out = _round(ops, mid, FLOAT_FORMATS["f32"], D, policy)
     return ops.from_bits(out, dst)
+
+
+def _emax(f: FloatFormat) -> int:
+    """The exponent of the largest finite binade of ``f``."""
+    return (1 << f.ebits) - (2 if f.ieee else 1) - f.bias
+
+
+def _widens_exactly(S: FloatFormat, D: FloatFormat) -> bool:
+    """Whether ``_widen`` converts ``S`` into ``D`` exactly: IEEE ``D`` with as many
+    mantissa bits, a range covering ``S``'s, and ``S``'s subnormals either subnormal
+    at the same bias or normal in ``D``."""
+    delta = D.bias - S.bias
+    return D.ieee and D.mbits >= S.mbits and D.ebits >= S.ebits and _emax(D) >= _emax(S) \
+        and (delta == 0 or delta >= S.mbits)
 
 
 def convert_int(b: ir.IRBuilder, x: ir.Value, signed: bool, dst: str) -> ir.Value:
@@ -243,9 +258,11 @@ def _widen(ops: _Ops, bits: ir.Value, S: FloatFormat, D: FloatFormat, policy: st
     if S.ieee:
         val = ops.sel(ops.eq(a, S.inf_bits), ops.c(a, D.inf_bits), val)
         is_nan = ops.ugt(a, S.inf_bits)
+    elif S.fnuz:
+        is_nan = ops.eq(x, S.sign_bit)      # 0x80; it keeps its sign, as every NaN
     else:
         is_nan = ops.eq(a, S.abs_mask)
-    if policy == CANONICAL:
+    if policy == CANONICAL or S.fnuz:       # fnuz has no payload (KEEP would give inf)
         nan = ops.c(a, D.qnan)
     else:
         nan = b.or_(b.shl(mant, ops.c(mant, dm)), ops.c(mant, D.inf_bits))
@@ -302,4 +319,7 @@ def _round(ops: _Ops, bits: ir.Value, S: FloatFormat, D: FloatFormat, policy: st
         nan = b.or_(payload, ops.c(payload, D.inf_bits))
     r = ops.sel(ops.ugt(a, S.inf_bits), nan, r)
     out = ops.resize(r, D.width)
-    return b.or_(out, ops.resize(b.lshr(sign, ops.c(sign, W - D.width)), D.width))
+    sign = ops.resize(b.lshr(sign, ops.c(sign, W - D.width)), D.width)
+    if D.fnuz:                              # no -0: a zero result is +0
+        sign = ops.sel(ops.eq(out, 0), ops.c(sign, 0), sign)
+    return b.or_(out, sign)

@@ -21,6 +21,7 @@ SQMMA_M = (16, 32, 64, 128)         # per WarpSquad
 SQMMA_N = (16, 32, 64, 128)
 SQMMA_K_BYTES = (32, 64, 128)       # the K span of one instruction
 FP8 = ("f8e4m3", "f8e5m2")
+NO_TME = ("f8e4b8", "f8e5b16")      # the TME info word's 4-bit element code is full
 
 
 def sqmma_k_choices(element: ScalarType) -> tuple:
@@ -105,6 +106,8 @@ def _check_tme(desc, smem, coords, what):
     need(isinstance(smem, SharedType), f"{what} needs a shared buffer, got {smem}")
     need(len(desc.block) <= MAX_DESC_RANK, f"TME descriptors have rank <= {MAX_DESC_RANK}, "
          f"got {len(desc.block)}")
+    need(desc.element.name not in NO_TME, f"{what}: TME descriptors have no element code for "
+         f"{desc.element!r} (fnuz fp8); copy its bytes as uint8 (bitcast) instead")
     need(smem.shape == tuple(desc.block) and smem.element == desc.element,
          f"{what}: the buffer {smem} is not the descriptor's block "
          f"{TileType(tuple(desc.block), desc.element)}")

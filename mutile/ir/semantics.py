@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .types import ScalarType, f32, f64, scalar_from_numpy, u8
+from .types import FP8, ScalarType, f32, f64, scalar_from_numpy, u8
 
 _erf = np.vectorize(math.erf, otypes=[np.float64])
 
@@ -182,12 +182,17 @@ def _to_compute(x, t: ScalarType, ct):
 @dataclass(frozen=True)
 class FloatFormat:
     """A binary float format. ``ieee``: the all-ones exponent encodes inf/NaN; otherwise
-    (OCP FP8 e4m3 "fn") there is no infinity and only the all-ones pattern is NaN."""
+    (OCP FP8 e4m3 "fn") there is no infinity and only the all-ones pattern is NaN.
+    ``fnuz`` (finite, unsigned zero: fp8 e4m3fnuz / e5m2fnuz): no infinity, no -0, the
+    one NaN is the sign bit alone (its ``qnan``, sign included), every other pattern a
+    number; a result rounding to zero is +0. ``exp_bias`` overrides the IEEE bias."""
 
     name: str
     ebits: int
     mbits: int
     ieee: bool
+    fnuz: bool = False
+    exp_bias: int | None = None
 
     @property
     def width(self) -> int:
@@ -195,7 +200,7 @@ class FloatFormat:
 
     @property
     def bias(self) -> int:
-        return (1 << (self.ebits - 1)) - 1
+        return (1 << (self.ebits - 1)) - 1 if self.exp_bias is None else self.exp_bias
 
     @property
     def sign_bit(self) -> int:
@@ -220,11 +225,15 @@ class FloatFormat:
 
     @property
     def max_finite(self) -> int:
+        if self.fnuz:
+            return self.abs_mask
         return self.inf_bits - 1 if self.ieee else self.abs_mask - 1
 
     @property
     def qnan(self) -> int:
-        """Canonical positive quiet NaN."""
+        """Canonical positive quiet NaN (fnuz: the only NaN, the sign bit alone)."""
+        if self.fnuz:
+            return self.sign_bit
         return self.inf_bits | self.quiet_bit if self.ieee else self.abs_mask
 
     @property
@@ -235,7 +244,8 @@ class FloatFormat:
 FLOAT_FORMATS = {f.name: f for f in (
     FloatFormat("f64", 11, 52, True), FloatFormat("f32", 8, 23, True),
     FloatFormat("f16", 5, 10, True), FloatFormat("bf16", 8, 7, True),
-    FloatFormat("f8e4m3", 4, 3, False), FloatFormat("f8e5m2", 5, 2, True))}
+    FloatFormat("f8e4m3", 4, 3, False), FloatFormat("f8e5m2", 5, 2, True),
+    FloatFormat("f8e4b8", 4, 3, False, True, 8), FloatFormat("f8e5b16", 5, 2, False, True, 16))}
 
 # What converting a NaN keeps (the sign always): CANONICAL gives the destination's
 # canonical quiet NaN; KEEP shifts the payload (narrowing: truncates it, and a payload
@@ -246,7 +256,7 @@ CANONICAL, KEEP, QUIET = "canonical", "keep", "quiet"
 
 def nan_policy(src: str, dst: str) -> str:
     """The NaN rule of a float -> float conversion (format names)."""
-    if dst in ("bf16", "f8e4m3", "f8e5m2") or src in ("f8e4m3", "f8e5m2") \
+    if dst == "bf16" or dst in FP8 or src in FP8 \
             or (src, dst) == ("bf16", "f16"):
         return CANONICAL
     if (src, dst) in (("f32", "f64"), ("bf16", "f64"), ("f64", "f32")):
@@ -287,6 +297,8 @@ def _decode(x, src: ScalarType):
     exp = np.maximum(e, 1) - (f.bias + f.mbits)
     if f.ieee:
         return neg, sig, exp, a > _U64(f.inf_bits), a == _U64(f.inf_bits)
+    if f.fnuz:
+        return neg, sig, exp, bits == _U64(f.sign_bit), np.zeros(a.shape, bool)
     return neg, sig, exp, a == _U64(f.abs_mask), np.zeros(a.shape, bool)
 
 
@@ -345,6 +357,8 @@ def convert_exact(x, src: ScalarType, dst: ScalarType):
         if src.is_floating():
             mag = np.where(nan, _nan_bits(x, FLOAT_FORMATS[src.name], d), mag)
         bits = mag | np.where(neg, _U64(d.sign_bit), _U64(0))
+        if d.fnuz:                                      # no -0: a zero result is +0
+            bits = np.where(mag == 0, _U64(0), bits)
     return bits.astype(d.uint).view(dst.to_numpy()).reshape(shape)
 
 
@@ -352,16 +366,20 @@ def _host_cast_agrees(src: ScalarType, dst: ScalarType) -> bool:
     """Whether numpy's / ml_dtypes' own cast to float ``dst`` follows mutile's rules on
     every supported version (tests/ir/test_convert.py checks it against the exact
     oracle): IEEE casts to f32/f64 from f32, f64 and integers; float -> float except f64
-    -> bf16/fp8, which ml_dtypes before 0.7 rounds twice (through f32). The host cast is
+    -> bf16/fp8, which ml_dtypes before 0.7 rounds twice (through f32), and the fnuz fp8
+    formats (f8e4b8, f8e5b16) either way. The host cast is
     used there only because it is much faster."""
     if src.is_int():
         return dst.name in ("f32", "f64")
-    return not (src == f64 and dst.name in ("bf16", "f8e4m3", "f8e5m2"))
+    if FLOAT_FORMATS[src.name].fnuz or FLOAT_FORMATS[dst.name].fnuz:
+        return False        # not checked on ml_dtypes < 0.7: always the bit path
+    return not (src == f64 and (dst.name == "bf16" or dst.name in FP8))
 
 
 def convert(x, src: ScalarType, dst: ScalarType):
     """Numeric conversion with mutile's rules (docs/semantics.md): to a float, round
-    once to nearest even from the exact value (overflow gives inf, or NaN in f8e4m3);
+    once to nearest even from the exact value (overflow gives inf, or NaN in the fp8
+    formats without infinity: f8e4m3, f8e4b8, f8e5b16);
     float -> int truncates toward zero, NaN gives 0 and out of range saturates; int ->
     int wraps; to i1 is ``x != 0``. Returns an array of ``dst``'s host dtype."""
     x = _typed(x, src)

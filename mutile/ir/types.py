@@ -16,13 +16,16 @@ import numpy as np
 # ``dtype.is_fp16()``-style predicates read this table.
 TRITON_SHORT = {"i1": "int1", "i8": "int8", "i16": "int16", "i32": "int32", "i64": "int64",
                 "u8": "uint8", "u16": "uint16", "u32": "uint32", "u64": "uint64",
-                "f8e4m3": "fp8e4nv", "f8e5m2": "fp8e5", "f16": "fp16", "bf16": "bf16",
-                "f32": "fp32", "f64": "fp64"}
-# Every scalar name Triton has a predicate for (mutile lacks the last three fp8 kinds).
-_TRITON_PREDICATES = tuple(TRITON_SHORT.values()) + ("fp8e4b8", "fp8e4b15", "fp8e5b16")
+                "f8e4m3": "fp8e4nv", "f8e5m2": "fp8e5", "f8e4b8": "fp8e4b8",
+                "f8e5b16": "fp8e5b16", "f16": "fp16", "bf16": "bf16", "f32": "fp32",
+                "f64": "fp64"}
+# Every scalar name Triton has a predicate for (mutile lacks its fp8e4b15).
+_TRITON_PREDICATES = tuple(TRITON_SHORT.values()) + ("fp8e4b15",)
 # float layout: (mantissa bits, exponent bias), Triton's fp_mantissa_width / exponent_bias
-_FP_LAYOUT = {"f8e4m3": (3, 7), "f8e5m2": (2, 15), "f16": (10, 15), "bf16": (7, 127),
-              "f32": (23, 127), "f64": (52, 1023)}
+_FP_LAYOUT = {"f8e4m3": (3, 7), "f8e5m2": (2, 15), "f8e4b8": (3, 8), "f8e5b16": (2, 16),
+              "f16": (10, 15), "bf16": (7, 127), "f32": (23, 127), "f64": (52, 1023)}
+# the fp8 formats: OCP e4m3fn and e5m2, and the "fnuz" e4m3 (bias 8) and e5m2 (bias 16)
+FP8 = ("f8e4m3", "f8e5m2", "f8e4b8", "f8e5b16")
 
 
 class Type:
@@ -153,7 +156,7 @@ class ScalarType(Type):
         return self.kind == "uint" or self.name == "i1"
 
     def is_fp8(self) -> bool:
-        return self.name in ("f8e4m3", "f8e5m2")
+        return self.name in FP8
 
     @property
     def int_signedness(self) -> "Type.SIGNEDNESS":
@@ -225,6 +228,8 @@ u32 = _s("u32", "uint", 32, np.uint32, "uint32")
 u64 = _s("u64", "uint", 64, np.uint64, "uint64")
 f8e4m3 = _s("f8e4m3", "float", 8, ml_dtypes.float8_e4m3fn, "float8e4nv")
 f8e5m2 = _s("f8e5m2", "float", 8, ml_dtypes.float8_e5m2, "float8e5")
+f8e4b8 = _s("f8e4b8", "float", 8, ml_dtypes.float8_e4m3fnuz, "float8e4b8")
+f8e5b16 = _s("f8e5b16", "float", 8, ml_dtypes.float8_e5m2fnuz, "float8e5b16")
 f16 = _s("f16", "float", 16, np.float16, "float16")
 bf16 = _s("bf16", "float", 16, ml_dtypes.bfloat16, "bfloat16")
 f32 = _s("f32", "float", 32, np.float32, "float32")
@@ -232,7 +237,7 @@ f64 = _s("f64", "float", 64, np.float64, "float64")
 
 SCALARS: dict[str, ScalarType] = {
     t.name: t for t in (i1, i8, i16, i32, i64, u8, u16, u32, u64,
-                        f8e4m3, f8e5m2, f16, bf16, f32, f64)}
+                        f8e4m3, f8e5m2, f8e4b8, f8e5b16, f16, bf16, f32, f64)}
 
 
 def scalar_from_numpy(dt) -> ScalarType | None:

@@ -7,8 +7,9 @@ AsyncBarriers, SQMMA, warp specialization) are the explicit layer
 from __future__ import annotations
 
 from .core import (DTYPES, bfloat16, builtin, constexpr, dtype, float8_e4m3fn, float8_e5m2,
-                   float8e4nv, float8e5, float16, float32, float64, int1, int8, int16, int32,
-                   int64, pointer_type, tensor, uint8, uint16, uint32, uint64)
+                   float8e4b8, float8e4nv, float8e5, float8e5b16, float16, float32, float64,
+                   int1, int8, int16, int32, int64, pointer_type, tensor, uint8, uint16, uint32,
+                   uint64)
 from .standard import (PropagateNan, abs, arange, broadcast, broadcast_to, cast, cdiv, ceil,
                        clamp, cos, div_rn, erf, exp, exp2, expand_dims, fdiv, floor, fma, full,
                        load, log, log2, maximum, minimum, num_programs, permute, program_id,
@@ -31,7 +32,7 @@ from .shapes import (cat, gather, interleave, join, ravel, split, squeeze,  # no
 from .sorting import bitonic_merge, flip, histogram, sort, topk  # noqa: E402
 from .tiles import debug_barrier, inline_asm_elementwise, reduce_or, softmax  # noqa: E402
 from .compat import (TRITON_MAX_TENSOR_NUMEL, add, advance, async_task, block_type,  # noqa: E402
-                     const, constexpr_function, float8e4b8, float8e4b15, float8e5b16,
+                     const, constexpr_function, float8e4b15,
                      load_tensor_descriptor, make_block_ptr, pi32_t, slice,
                      store_tensor_descriptor, tuple, void)
 

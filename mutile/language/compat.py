@@ -126,7 +126,3 @@ class RefusedDtype:
 
 float8e4b15 = RefusedDtype("float8e4b15", "e4m3 with exponent bias 15 has no conversion rules "
                            "in mutile (docs/semantics.md); use float8e4nv or float8e5")
-float8e4b8 = RefusedDtype("float8e4b8", "the fnuz e4m3 encoding (bias 8, NaN at 0x80) has no "
-                          "conversion rules in mutile; use float8e4nv")
-float8e5b16 = RefusedDtype("float8e5b16", "the fnuz e5m2 encoding (bias 16, NaN at 0x80) has no "
-                           "conversion rules in mutile; use float8e5")

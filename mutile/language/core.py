@@ -24,6 +24,7 @@ uint8, uint16, uint32, uint64 = T.u8, T.u16, T.u32, T.u64
 float16, bfloat16, float32, float64 = T.f16, T.bf16, T.f32, T.f64
 float8e4nv, float8e5 = T.f8e4m3, T.f8e5m2
 float8_e4m3fn, float8_e5m2 = T.f8e4m3, T.f8e5m2
+float8e4b8, float8e5b16 = T.f8e4b8, T.f8e5b16        # the "fnuz" fp8 formats
 DTYPES = {t.triton_name: t for t in T.SCALARS.values()}
 
 

@@ -140,7 +140,8 @@ def cast(x, dtype, b: Builder, bitcast: bool = False) -> tensor:
 
 # ---------------------------------------------------------------- promotion
 def _float_rank(t):
-    return {"f8e4m3": 0, "f8e5m2": 0, "f16": 1, "bf16": 1, "f32": 2, "f64": 3}[t.name]
+    return {"f8e4m3": 0, "f8e5m2": 0, "f8e4b8": 0, "f8e5b16": 0, "f16": 1, "bf16": 1, "f32": 2,
+            "f64": 3}[t.name]
 
 
 def computation_type(a: T.ScalarType, b: T.ScalarType, div_or_mod: bool = False) -> T.ScalarType:

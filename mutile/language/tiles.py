@@ -25,6 +25,10 @@ def dot(input, other, acc=None, input_precision=None, allow_tf32=None, max_num_i
     """
     b = _builder
     a, bb = S.to_tensor(input, b), S.to_tensor(other, b)
+    for t in (a.dtype, bb.dtype):
+        if t in (T.f8e4b8, T.f8e5b16):
+            fail(f"dot does not take {t!r} operands (fnuz fp8); convert them to float16 "
+                 "first (exactly: every value fits)")
     if len(a.shape) != len(bb.shape) or len(a.shape) < 2:
         fail(f"dot needs two 2-D tiles (or two 3-D tiles, batched), got shapes {a.shape} and "
              f"{bb.shape}")

@@ -13,7 +13,8 @@ from ..language.semantic import SemanticError, python_scalar_type
 from .cache import source_hash
 from .torch_arrays import is_torch_tensor, torch_view
 
-_SIG_NAMES = {"fp8e4nv": T.f8e4m3, "fp8e4": T.f8e4m3, "fp8e5": T.f8e5m2, "fp16": T.f16,
+_SIG_NAMES = {"fp8e4nv": T.f8e4m3, "fp8e4": T.f8e4m3, "fp8e5": T.f8e5m2, "fp8e4b8": T.f8e4b8,
+              "fp8e5b16": T.f8e5b16, "fp16": T.f16,
               "bf16": T.bf16, "fp32": T.f32, "fp64": T.f64, "i1": T.i1, "i8": T.i8,
               "i16": T.i16, "i32": T.i32, "i64": T.i64, "u8": T.u8, "u16": T.u16, "u32": T.u32,
               "u64": T.u64, "f16": T.f16, "f32": T.f32, "f64": T.f64}

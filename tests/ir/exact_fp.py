@@ -7,7 +7,8 @@ quantum ``2**q`` of the value's binade, ``n = v / 2**q``, the nearer integer, ti
 the even one), then encoded with the destination's overflow and NaN rules. One Python
 object per element: slow, so the tests feed it a few thousand values at a time.
 
-Types are named as :mod:`mutile.ir.types` names them: f64 f32 f16 bf16 f8e4m3 f8e5m2,
+Types are named as :mod:`mutile.ir.types` names them: f64 f32 f16 bf16 f8e4m3 f8e5m2
+f8e4b8 f8e5b16 (the "fnuz" fp8: bias 8 / 16, no infinity, no -0, NaN only 0x80),
 i8 .. i64, u8 .. u64, i1. Arrays hold host values (ml_dtypes dtypes serve as bit
 containers only: the oracle reads and writes their bits).
 """
@@ -23,19 +24,25 @@ import numpy as np
 
 @dataclass(frozen=True)
 class Fmt:
-    """A binary float format: ``ieee`` (all-ones exponent = inf/NaN) or the OCP FP8
-    e4m3 "fn" encoding (no infinity; only S.1111.111 is NaN)."""
+    """A binary float format: ``ieee`` (all-ones exponent = inf/NaN), the OCP FP8
+    e4m3 "fn" encoding (no infinity; only S.1111.111 is NaN) or, with ``bias`` given,
+    "fnuz" (no infinity, no -0: the pattern 1.0000.000 is the only NaN)."""
     ebits: int
     mbits: int
     ieee: bool
+    fnuz_bias: int = 0
 
     @property
     def width(self):
         return 1 + self.ebits + self.mbits
 
     @property
+    def fnuz(self):
+        return self.fnuz_bias != 0
+
+    @property
     def bias(self):
-        return 2 ** (self.ebits - 1) - 1
+        return self.fnuz_bias or 2 ** (self.ebits - 1) - 1
 
     @property
     def emin(self):
@@ -45,6 +52,8 @@ class Fmt:
     def max_bits(self):
         """Bits of the largest finite magnitude."""
         top = (2 ** self.ebits - 1) << self.mbits
+        if self.fnuz:
+            return top | (2 ** self.mbits - 1)
         return top - 1 if self.ieee else top | (2 ** self.mbits - 2)
 
     @property
@@ -53,14 +62,17 @@ class Fmt:
 
 
 FLOATS = {"f64": Fmt(11, 52, True), "f32": Fmt(8, 23, True), "f16": Fmt(5, 10, True),
-          "bf16": Fmt(8, 7, True), "f8e4m3": Fmt(4, 3, False), "f8e5m2": Fmt(5, 2, True)}
+          "bf16": Fmt(8, 7, True), "f8e4m3": Fmt(4, 3, False), "f8e5m2": Fmt(5, 2, True),
+          "f8e4b8": Fmt(4, 3, False, 8), "f8e5b16": Fmt(5, 2, False, 16)}
 INTS = {"i8": (8, True), "i16": (16, True), "i32": (32, True), "i64": (64, True),
         "u8": (8, False), "u16": (16, False), "u32": (32, False), "u64": (64, False)}
 NAMES = list(FLOATS) + list(INTS) + ["i1"]
 DTYPE = {"f64": np.float64, "f32": np.float32, "f16": np.float16, "bf16": ml_dtypes.bfloat16,
-         "f8e4m3": ml_dtypes.float8_e4m3fn, "f8e5m2": ml_dtypes.float8_e5m2, "i1": np.bool_,
+         "f8e4m3": ml_dtypes.float8_e4m3fn, "f8e5m2": ml_dtypes.float8_e5m2,
+         "f8e4b8": ml_dtypes.float8_e4m3fnuz, "f8e5b16": ml_dtypes.float8_e5m2fnuz, "i1": np.bool_,
          **{n: np.dtype(f"{'i' if s else 'u'}{w // 8}").type for n, (w, s) in INTS.items()}}
-NARROW = ("bf16", "f8e4m3", "f8e5m2")
+FP8 = ("f8e4m3", "f8e5m2", "f8e4b8", "f8e5b16")
+NARROW = ("bf16",) + FP8
 
 
 def uint_of(name):
@@ -75,9 +87,11 @@ def decode(name, bits):
     sign = bits >> (f.width - 1)
     mag = bits & ((1 << (f.width - 1)) - 1)
     e, m = mag >> f.mbits, mag & ((1 << f.mbits) - 1)
+    if f.fnuz and bits == 1 << (f.width - 1):
+        return ("nan", sign, m)
     if f.ieee and e == 2 ** f.ebits - 1:
         return ("inf", sign) if m == 0 else ("nan", sign, m)
-    if not f.ieee and mag == (1 << (f.width - 1)) - 1:
+    if not f.ieee and not f.fnuz and mag == (1 << (f.width - 1)) - 1:
         return ("nan", sign, m)
     if e == 0:
         return ("num", sign, m * pow2(f.emin - f.mbits))
@@ -98,9 +112,10 @@ def floor_log2(v: Fraction) -> int:
 def round_to(name, sign, v: Fraction):
     """The bits of ``(-1)**sign * v`` rounded once, to nearest even, into ``name``.
     Overflow (a rounded magnitude above the largest finite one) gives inf, or NaN for
-    f8e4m3 (no infinity); a result rounding to zero keeps the sign."""
+    the fp8 formats without infinity; a result rounding to zero keeps the sign (fnuz
+    formats have no -0: +0 there)."""
     f = FLOATS[name]
-    s = sign << (f.width - 1)
+    s = 0 if f.fnuz else sign << (f.width - 1)
     if v == 0:
         return s
     q = max(floor_log2(v), f.emin) - f.mbits          # the quantum of v's binade is 2**q
@@ -118,12 +133,14 @@ def round_to(name, sign, v: Fraction):
         mag = ((e + f.bias) << f.mbits) | int(r / pow2(e - f.mbits)) - 2 ** f.mbits
     if mag > f.max_bits:
         return s | (f.inf_bits if f.ieee else qnan(name))
-    return s | mag
+    return (sign << (f.width - 1)) | mag
 
 
 def qnan(name):
-    """The canonical positive quiet NaN."""
+    """The canonical positive quiet NaN (fnuz: the only NaN, 0x80)."""
     f = FLOATS[name]
+    if f.fnuz:
+        return 1 << (f.width - 1)
     return f.inf_bits | 1 << (f.mbits - 1) if f.ieee else (1 << (f.width - 1)) - 1
 
 
@@ -131,7 +148,7 @@ def nan_to(src, dst, sign, payload):
     """The NaN that converting a NaN of ``src`` gives in ``dst`` (docs/semantics.md)."""
     S, D = FLOATS[src], FLOATS[dst]
     s = sign << (D.width - 1)
-    if dst in NARROW or src in ("f8e4m3", "f8e5m2") or (src, dst) == ("bf16", "f16"):
+    if dst in NARROW or src in FP8 or (src, dst) == ("bf16", "f16"):
         return s | qnan(dst)
     p = payload << (D.mbits - S.mbits) if D.mbits > S.mbits else payload >> (S.mbits - D.mbits)
     if (src, dst) in (("f32", "f64"), ("bf16", "f64"), ("f64", "f32")):

@@ -33,6 +33,15 @@ def f32(v):
     ("f8e5m2", 0x7B, ("num", 0, F(57344))),
     ("f8e5m2", 0x7C, ("inf", 0)),
     ("f8e5m2", 0xFE, ("nan", 1, 2)),
+    ("f8e4b8", 0x7F, ("num", 0, F(240))),                      # fnuz: every S.1111.xxx a number
+    ("f8e4b8", 0x40, ("num", 0, F(1))),                        # bias 8
+    ("f8e4b8", 0x01, ("num", 0, P ** -10)),
+    ("f8e4b8", 0x80, ("nan", 1, 0)),                           # the only NaN
+    ("f8e4b8", 0xFF, ("num", 1, F(240))),
+    ("f8e5b16", 0x7F, ("num", 0, F(57344))),
+    ("f8e5b16", 0x7C, ("num", 0, F(32768))),                   # no infinity
+    ("f8e5b16", 0x01, ("num", 0, P ** -17)),
+    ("f8e5b16", 0x80, ("nan", 1, 0)),
 ])
 def test_decode(src, bits, want):
     assert decode(src, bits) == want
@@ -58,6 +67,16 @@ def test_floor_log2():
     ("f8e4m3", 0, F(464), 0x7E),                   # tie between 448 and (480): even
     ("f8e4m3", 0, F(465), 0x7F),                   # overflow: NaN (no infinity)
     ("f8e4m3", 1, F(1000), 0xFF),
+    ("f8e4b8", 0, F(247), 0x7F),                   # below the tie above 240
+    ("f8e4b8", 0, F(248), 0x80),                   # the tie: to (256), overflow: NaN
+    ("f8e4b8", 1, F(1000), 0x80),                  # the NaN has the sign bit
+    ("f8e4b8", 1, P ** -11, 0x00),                 # rounds to zero: +0 (no -0)
+    ("f8e4b8", 1, P ** -11 + P ** -20, 0x81),
+    ("f8e4b8", 1, F(0), 0x00),
+    ("f8e5b16", 0, F(61440), 0x80),                # tie above 57344: to (65536), NaN
+    ("f8e5b16", 0, F(61439), 0x7F),
+    ("f8e5b16", 1, 3 * P ** -19, 0x81),            # 0.75 * 2**-17: the smallest subnormal
+    ("f8e5b16", 1, P ** -18, 0x00),                # the tie with 0: even, +0
     ("f8e4m3", 0, P ** -10, 0x00),
     ("f8e4m3", 0, 3 * P ** -11, 0x01),
     ("f8e4m3", 0, F(17), 0x58),                    # 16 + 1: tie between 16 and 18, even
@@ -108,6 +127,22 @@ def test_round_to(dst, sign, v, want):
     ("f8e4m3", 0x7E, "u8", 255),
     ("f8e4m3", 0x7E, "i8", 127),
     ("f32", 0x7FC00000, "i1", True),
+    ("f8e4b8", 0x80, "f32", 0xFFC00000),           # NaN keeps its sign: -qNaN
+    ("f8e4b8", 0x80, "f8e5b16", 0x80),
+    ("f8e4b8", 0x80, "i32", 0),
+    ("f8e4m3", 0x7E, "f8e4b8", 0x80),              # 448: overflow
+    ("f8e4m3", 0x80, "f8e4b8", 0x00),              # -0 -> +0
+    ("f8e4m3", 0x7F, "f8e4b8", 0x80),              # NaN
+    ("f8e5m2", 0xFC, "f8e5b16", 0x80),             # -inf: NaN
+    ("f8e5m2", 0x01, "f8e5b16", 0x02),             # 2**-16 exactly
+    ("f8e5b16", 0x01, "f8e5m2", 0x00),             # 2**-17: tie with 0, to even
+    ("f8e5b16", 0x81, "f8e5m2", 0x80),             # ... -0 in e5m2
+    ("f8e5b16", 0x03, "f8e5m2", 0x02),             # 3 * 2**-17: tie, to even (2**-15)
+    ("f8e4b8", 0x01, "f8e4m3", 0x00),              # 2**-10: tie with 0
+    ("f8e4b8", 0x03, "f8e4m3", 0x02),              # 1.5 * 2**-9: tie, to even
+    ("f8e4b8", 0x7F, "f16", 0x5B80),               # 240
+    ("f8e5b16", 0x7F, "f16", 0x7B00),              # 57344
+    ("f8e5b16", 0x01, "f16", 0x0080),              # 2**-17: an f16 subnormal
     ("f32", f32(-0.0), "i1", False),
     ("i32", -1, "u8", 255),
     ("u64", 2 ** 64 - 1, "i64", -1),
@@ -121,4 +156,5 @@ def test_convert_one(src, x, dst, want):
 def test_formats():
     assert {n: (f.bias, f.max_bits) for n, f in FLOATS.items()} == {
         "f64": (1023, 0x7FEFFFFFFFFFFFFF), "f32": (127, 0x7F7FFFFF), "f16": (15, 0x7BFF),
-        "bf16": (127, 0x7F7F), "f8e4m3": (7, 0x7E), "f8e5m2": (15, 0x7B)}
+        "bf16": (127, 0x7F7F), "f8e4m3": (7, 0x7E), "f8e5m2": (15, 0x7B),
+        "f8e4b8": (8, 0x7F), "f8e5b16": (16, 0x7F)}

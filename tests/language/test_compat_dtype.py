@@ -24,14 +24,15 @@ from mutile.runtime.compile import frontend_and_passes
 from ..conftest import marked, poison, random_data
 
 DTYPES = [ml.int1, ml.int8, ml.int16, ml.int32, ml.int64, ml.uint8, ml.uint16, ml.uint32,
-          ml.uint64, ml.float8e4nv, ml.float8e5, ml.float16, ml.bfloat16, ml.float32,
-          ml.float64]
+          ml.uint64, ml.float8e4nv, ml.float8e5, ml.float8e4b8, ml.float8e5b16, ml.float16,
+          ml.bfloat16, ml.float32, ml.float64]
 # Triton's name of each dtype (what its is_<name>() tests and its mangling spell)
 TRITON = {ml.int1: "int1", ml.int8: "int8", ml.int16: "int16", ml.int32: "int32",
           ml.int64: "int64", ml.uint8: "uint8", ml.uint16: "uint16", ml.uint32: "uint32",
           ml.uint64: "uint64", ml.float8e4nv: "fp8e4nv", ml.float8e5: "fp8e5",
-          ml.float16: "fp16", ml.bfloat16: "bf16", ml.float32: "fp32", ml.float64: "fp64"}
-NAMES = list(TRITON.values()) + ["fp8e4b8", "fp8e4b15", "fp8e5b16"]
+          ml.float8e4b8: "fp8e4b8", ml.float8e5b16: "fp8e5b16", ml.float16: "fp16",
+          ml.bfloat16: "bf16", ml.float32: "fp32", ml.float64: "fp64"}
+NAMES = list(TRITON.values()) + ["fp8e4b15"]
 
 
 def expected(d) -> dict:
@@ -51,7 +52,7 @@ def expected(d) -> dict:
     if is_float:
         fi = ml_dtypes.finfo(npd)
         out["fp_mantissa_width"] = fi.nmant
-        out["exponent_bias"] = 2 ** (fi.nexp - 1) - 1
+        out["exponent_bias"] = 1 - fi.minexp      # the fnuz formats: 8 and 16
     else:
         lo, hi = (0, 1) if is_bool else (np.iinfo(npd).min, np.iinfo(npd).max)
         out.update(int_bitwidth=bits, get_int_min_value=int(lo), get_int_max_value=int(hi))

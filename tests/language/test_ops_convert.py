@@ -7,7 +7,8 @@ before 0.7 rounds twice, through f32; test_ops_convert_exact.py checks every pai
 against an exact oracle), float -> int against an independent
 reference (truncate toward zero, saturate, NaN -> 0), int -> int against numpy's
 wrap-around, and anything -> bool against ``x != 0``. One kernel per source dtype
-converts to all fifteen destinations.
+converts to all seventeen destinations (the fp8 formats: e4m3fn, e5m2 and the fnuz
+e4m3 / e5m2, Triton's float8e4b8 / float8e5b16).
 """
 from __future__ import annotations
 
@@ -26,7 +27,11 @@ from ..conftest import assert_bits_equal, poison, random_data
 
 DTYPES = [np.bool_, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32,
           np.uint64, np.float16, ml_dtypes.bfloat16, np.float32, np.float64,
-          ml_dtypes.float8_e4m3fn, ml_dtypes.float8_e5m2]
+          ml_dtypes.float8_e4m3fn, ml_dtypes.float8_e5m2, ml_dtypes.float8_e4m3fnuz,
+          ml_dtypes.float8_e5m2fnuz]
+NARROW_FLOATS = [np.dtype(d) for d in (ml_dtypes.bfloat16, ml_dtypes.float8_e4m3fn,
+                                       ml_dtypes.float8_e5m2, ml_dtypes.float8_e4m3fnuz,
+                                       ml_dtypes.float8_e5m2fnuz)]
 N, TILE = 256, 64
 GRID = (N // TILE,)
 
@@ -52,19 +57,18 @@ def put(base, v, BLOCK: ml.constexpr):
 
 
 @mutile.jit
-def convert_all(X, O0, O1, O2, O3, O4, O5, O6, O7, O8, O9, O10, O11, O12, O13, O14,
+def convert_all(X, O0, O1, O2, O3, O4, O5, O6, O7, O8, O9, O10, O11, O12, O13, O14, O15, O16,
                 BLOCK: ml.constexpr):
     x = ml.load(X + ml.program_id(0) * BLOCK + ml.arange(0, BLOCK))
-    outs = (O0, O1, O2, O3, O4, O5, O6, O7, O8, O9, O10, O11, O12, O13, O14)
-    for i in ml.static_range(15):
+    outs = (O0, O1, O2, O3, O4, O5, O6, O7, O8, O9, O10, O11, O12, O13, O14, O15, O16)
+    for i in ml.static_range(17):
         put(outs[i], x.to(outs[i].dtype.element_ty), BLOCK)
 
 
 def source_values(src, rng):
     x = random_data(src, N, rng)
     d = np.dtype(src)
-    if d.kind == "f" or d in (np.dtype(ml_dtypes.bfloat16), np.dtype(ml_dtypes.float8_e4m3fn),
-                              np.dtype(ml_dtypes.float8_e5m2)):
+    if is_float(d):
         with np.errstate(over="ignore"):
             e = np.array(EDGES + [-v for v in EDGES[:20]]).astype(d)
         x[8:8 + len(e)] = e
@@ -89,9 +93,7 @@ def float_to_int(x, dst):
 
 
 def is_float(d):
-    return np.dtype(d).kind == "f" or np.dtype(d) in (np.dtype(ml_dtypes.bfloat16),
-                                                       np.dtype(ml_dtypes.float8_e4m3fn),
-                                                       np.dtype(ml_dtypes.float8_e5m2))
+    return np.dtype(d).kind == "f" or np.dtype(d) in NARROW_FLOATS
 
 
 @pytest.mark.parametrize("src", [pytest.param(d, marks=pytest.mark.slow) if name(d).startswith(
@@ -123,8 +125,8 @@ def test_convert(src, rng, backend):
 
 
 def test_fp8_overflow(backend):
-    """Out of range: e4m3fn (no infinity) gives NaN, e5m2 gives +-inf; in range rounds
-    to nearest even (464 -> 448 in e4m3, a tie to the even 448)."""
+    """Out of range: e4m3fn and the fnuz formats (no infinity) give NaN, e5m2 gives
+    +-inf; in range rounds to nearest even (464 -> 448 in e4m3, a tie to the even 448)."""
     x = np.zeros(N, np.float32)
     x[:6] = [1000.0, -1e6, 464.0, 448.0, 61440.0, 57344.0]
     outs = [poison(N, d) for d in DTYPES]
@@ -133,6 +135,10 @@ def test_fp8_overflow(backend):
     e5 = outs[DTYPES.index(ml_dtypes.float8_e5m2)][:6].astype(np.float32)
     assert np.isnan(e4[:2]).all() and e4[2] == 448 and e4[3] == 448
     assert e5[1] == -np.inf and e5[4] == np.inf and e5[5] == 57344
+    e4b8 = outs[DTYPES.index(ml_dtypes.float8_e4m3fnuz)][:6]
+    e5b16 = outs[DTYPES.index(ml_dtypes.float8_e5m2fnuz)][:6]
+    assert (e4b8.view(np.uint8) == [0x80, 0x80, 0x80, 0x80, 0x80, 0x80]).all()   # > 240
+    assert (e5b16.view(np.uint8) == [0x68, 0x80, 0x63, 0x63, 0x80, 0x7F]).all()  # 1024, 448
 
 
 @mutile.jit

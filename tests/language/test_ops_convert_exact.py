@@ -1,5 +1,5 @@
 """``x.to(dtype)`` on every backend against the exact conversion oracle (tests/ir/
-exact_fp.py), bit for bit, NaN payloads included: every source dtype to all fifteen
+exact_fp.py), bit for bit, NaN payloads included: every source dtype to all seventeen
 destinations, on the source's special values, values at and around every float type's
 ties, thresholds and the integer limits, and random bit patterns. Outputs are poisoned
 with a NaN whose payload no conversion produces."""
@@ -26,12 +26,12 @@ def put(base, v, BLOCK: ml.constexpr):
 
 
 @mutile.jit
-def convert_all(S, O0, O1, O2, O3, O4, O5, O6, O7, O8, O9, O10, O11, O12, O13, O14,
+def convert_all(S, O0, O1, O2, O3, O4, O5, O6, O7, O8, O9, O10, O11, O12, O13, O14, O15, O16,
                 BLOCK: ml.constexpr):
     """O<i> = S converted to O<i>'s dtype."""
     x = ml.load(S + ml.program_id(0) * BLOCK + ml.arange(0, BLOCK))
-    outs = (O0, O1, O2, O3, O4, O5, O6, O7, O8, O9, O10, O11, O12, O13, O14)
-    for i in ml.static_range(15):
+    outs = (O0, O1, O2, O3, O4, O5, O6, O7, O8, O9, O10, O11, O12, O13, O14, O15, O16)
+    for i in ml.static_range(17):
         put(outs[i], x.to(outs[i].dtype.element_ty), BLOCK)
 
 
@@ -76,6 +76,9 @@ def constant_kernel(O, C: ml.constexpr, BLOCK: ml.constexpr):
     ("f8e4m3", 1 + 2.0 ** -4 + 2.0 ** -32, 0x39),
     ("f8e5m2", 1 + 2.0 ** -3 + 2.0 ** -32, 0x3D),
     ("f8e4m3", 464 + 2.0 ** -20, 0x7F),               # NaN, not 448
+    ("f8e4b8", 1 + 2.0 ** -4 + 2.0 ** -32, 0x41),
+    ("f8e5b16", 1 + 2.0 ** -3 + 2.0 ** -32, 0x41),
+    ("f8e4b8", -2.0 ** -12, 0x00),                    # fnuz: +0, never -0
     ("f16", 1 + 2.0 ** -11 + 2.0 ** -40, 0x3C01),
 ])
 def test_python_float_constants_round_once(dst, c, want, backend):

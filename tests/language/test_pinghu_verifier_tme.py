@@ -34,6 +34,13 @@ def test_tme_load_matching_box_compiles():
     warm(k_tme_box, BF16_64, R=64, C=64, DT=T.bf16)
 
 
+@pytest.mark.parametrize("dt", [T.f8e4b8, T.f8e5b16], ids=str)
+def test_tme_load_of_fnuz_fp8_is_refused(dt):
+    e = refused(k_tme_box, T.DescType(dt, (64, 64)), R=64, C=64, DT=dt)
+    check_at_mark(e, k_tme_box, "tme_load: TME descriptors have no element code", repr(dt),
+                  "uint8")
+
+
 @mutile.jit
 def k_tme_coords(a_desc):
     a_s = ph.alloc_shared((64, 64), ml.bfloat16)

@@ -29,7 +29,8 @@ from .values import VR, Uniform
 # zero-extended, narrow floats as f32 (rounded to their type in the kernel, once)
 _PARAM_TYPE = {"i1": "u32", "i8": "s32", "u8": "u32", "i16": "s32", "u16": "u32", "i32": "s32",
                "u32": "u32", "i64": "s64", "u64": "u64", "f16": "f32", "bf16": "f32",
-               "f32": "f32", "f64": "f64", "f8e4m3": "f32", "f8e5m2": "f32"}
+               "f32": "f32", "f64": "f64", "f8e4m3": "f32", "f8e5m2": "f32",
+               "f8e4b8": "f32", "f8e5b16": "f32"}
 
 
 def param_type(t) -> str:

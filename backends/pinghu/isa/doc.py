@@ -129,10 +129,10 @@ to each of 32 elements, so an elementwise tile op is one instruction. Rules:
 
 A value narrower than 32 bits sits in the low bits of one register: integers sign- or
 zero-extended to 32 bits (`S8`, `S16` sign, `U8`, `U16` zero), floats (`F16`, `BF16`,
-`F8E4M3`, `F8E5M2`) with the upper bits zero; WMMA A and B fragments of 16-bit types pack
-two elements per register (`ALU.PACK.B16`). A 64-bit value is a pair, low word in the even
-register. An `i1` is a predicate, or `0`/`1` in a register (`ALU.P2R.B32`). A `ptr` is a
-64-bit global address.
+`F8E4M3`, `F8E5M2`, `F8E4B8`, `F8E5B16`) with the upper bits zero; WMMA A and B fragments
+of 16-bit types pack two elements per register (`ALU.PACK.B16`). A 64-bit value is a pair,
+low word in the even register. An `i1` is a predicate, or `0`/`1` in a register
+(`ALU.P2R.B32`). A `ptr` is a 64-bit global address.
 
 ## Reconvergence
 

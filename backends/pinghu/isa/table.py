@@ -131,7 +131,7 @@ for _t in ("F32", "F64"):
            src("b", _t, False)], "d = a ** b (C pow), rounded once", family="SFU.POW", type=_t)
 
 # ---------------------------------------------------------------- CVT
-FLOATS = ("F64", "F32", "F16", "BF16", "F8E4M3", "F8E5M2")
+FLOATS = ("F64", "F32", "F16", "BF16", "F8E4M3", "F8E5M2", "F8E4B8", "F8E5B16")
 INTS = ("S64", "U64", "S32", "U32", "S16", "U16", "S8", "U8")
 _RULE = {
     (True, True): "a rounded once to nearest even from its exact value (widening is exact)",

@@ -39,7 +39,8 @@ VIEW = {"F32": ("f32", 1), "F64": ("f64", 2), "S32": ("i32", 1), "U32": ("u32", 
 DTYPES = {"f32": np.float32, "f64": np.float64, "i32": np.int32, "u32": np.uint32,
           "i64": np.int64, "u64": np.uint64}
 SCALAR = {"F64": T.f64, "F32": T.f32, "F16": T.f16, "BF16": T.bf16, "F8E4M3": T.f8e4m3,
-          "F8E5M2": T.f8e5m2, "S64": T.i64, "U64": T.u64, "S32": T.i32, "U32": T.u32,
+          "F8E5M2": T.f8e5m2, "F8E4B8": T.f8e4b8, "F8E5B16": T.f8e5b16, "S64": T.i64,
+          "U64": T.u64, "S32": T.i32, "U32": T.u32,
           "S16": T.i16, "U16": T.u16, "S8": T.i8, "U8": T.u8}
 
 IMPLS: dict = {}

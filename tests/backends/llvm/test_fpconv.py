@@ -30,9 +30,10 @@ from ...ir import exact_fp as X
 
 DT = {"f64": np.float64, "f32": np.float32, "f16": np.float16,
       "bf16": ml_dtypes.bfloat16, "f8e4m3": ml_dtypes.float8_e4m3fn,
-      "f8e5m2": ml_dtypes.float8_e5m2}
+      "f8e5m2": ml_dtypes.float8_e5m2, "f8e4b8": ml_dtypes.float8_e4m3fnuz,
+      "f8e5b16": ml_dtypes.float8_e5m2fnuz}
 UT = {"f64": np.uint64, "f32": np.uint32, "f16": np.uint16, "bf16": np.uint16,
-      "f8e4m3": np.uint8, "f8e5m2": np.uint8}
+      "f8e4m3": np.uint8, "f8e5m2": np.uint8, "f8e4b8": np.uint8, "f8e5b16": np.uint8}
 NAMES = list(DT)
 PAIRS = [(s, d) for s in NAMES for d in NAMES if s != d]
 INT_NAMES = list(X.INTS)
@@ -201,7 +202,8 @@ def targeted_bits(src, dst):
 def in_range_bits(src, dst, n, rng):
     """Random values whose magnitude lies around the dynamic range of dst."""
     lo_e, hi_e = {"f32": (-150, 129), "f16": (-26, 17), "bf16": (-135, 129),
-                  "f8e4m3": (-11, 10), "f8e5m2": (-18, 17), "f64": (-155, 130)}[dst]
+                  "f8e4m3": (-11, 10), "f8e5m2": (-18, 17), "f8e4b8": (-12, 9),
+                  "f8e5b16": (-19, 17), "f64": (-155, 130)}[dst]
     e = rng.integers(lo_e, hi_e, size=n)
     m = rng.random(n) + 1.0
     v = np.ldexp(m, e) * rng.choice([-1.0, 1.0], size=n)
@@ -259,7 +261,7 @@ def test_f32_tie_at_every_exponent(jit):
                     pats.append(np.uint32(hi | lsb | low) & np.uint32((1 << 23) - 1))
     bits = (e[:, None] | np.array(pats, np.uint32)[None, :]).ravel()
     bits = np.concatenate([bits, bits | np.uint32(1 << 31)])
-    for dst in ("f64", "f16", "bf16", "f8e4m3", "f8e5m2"):
+    for dst in ("f64", "f16", "bf16", "f8e4m3", "f8e5m2", "f8e4b8", "f8e5b16"):
         check(jit, "f32", dst, bits)
 
 
@@ -275,6 +277,9 @@ def test_rounds_once(jit):
         assert jit.run(kind, "f64", "f8e5m2", bits)[2] == 0x3D  # not 0x3C
         assert jit.run(kind, "f64", "f8e4m3", bits)[3] == 0x39  # not 0x38
         assert jit.run(kind, "f64", "f8e4m3", bits)[4] == 0x7F  # NaN, not 448
+        assert jit.run(kind, "f64", "f8e5b16", bits)[2] == 0x41  # not 0x40
+        assert jit.run(kind, "f64", "f8e4b8", bits)[3] == 0x41  # not 0x40
+        assert jit.run(kind, "f64", "f8e4b8", bits)[4] == 0x80  # NaN (fnuz), not 240
     ints = np.array([2**24 + 2**16 + 1, -(2**24 + 2**16 + 1), 2**62 + 2**54 + 1], np.int64)
     assert list(jit.run("vec", "i64", "bf16", ints)) == [0x4B81, 0xCB81, 0x5E81]
     assert list(jit.run("vec", "u64", "bf16", np.array([2**63 + 2**55 + 1], np.uint64))) \
@@ -339,4 +344,5 @@ def test_guards():
     assert fpconv.convert_float(b, fn.args[0], "f32", "f32") is fn.args[0]
     assert str(fpconv.storage_type("bf16")) == "i16"
     assert str(fpconv.storage_type("f8e5m2")) == "i8"
-    assert fpconv.FORMATS == {"f64", "f32", "f16", "bf16", "f8e4m3", "f8e5m2"}
+    assert fpconv.FORMATS == {"f64", "f32", "f16", "bf16", "f8e4m3", "f8e5m2", "f8e4b8",
+                              "f8e5b16"}

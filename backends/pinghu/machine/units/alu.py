@@ -202,7 +202,8 @@ def _sfu(ins):
 
 # ---------------------------------------------------------------- CVT
 _NARROW_FLOAT = {"F16": np.float16, "BF16": T.bf16.to_numpy(),
-                 "F8E4M3": T.f8e4m3.to_numpy(), "F8E5M2": T.f8e5m2.to_numpy()}
+                 "F8E4M3": T.f8e4m3.to_numpy(), "F8E5M2": T.f8e5m2.to_numpy(),
+                 "F8E4B8": T.f8e4b8.to_numpy(), "F8E5B16": T.f8e5b16.to_numpy()}
 _NARROW_INT = {"S16": np.int16, "U16": np.uint16, "S8": np.int8, "U8": np.uint8}
 
 

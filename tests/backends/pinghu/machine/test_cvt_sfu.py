@@ -20,10 +20,12 @@ SFU_ROWS = [r for r in INSTRS if r.unit == "SFU"]
 COVERS = {r.mnemonic for r in CVT_ROWS + SFU_ROWS}
 NUMPY = {"F64": np.float64, "F32": np.float32, "F16": np.float16, "BF16": ml_dtypes.bfloat16,
          "F8E4M3": ml_dtypes.float8_e4m3fn, "F8E5M2": ml_dtypes.float8_e5m2,
+         "F8E4B8": ml_dtypes.float8_e4m3fnuz, "F8E5B16": ml_dtypes.float8_e5m2fnuz,
          "S64": np.int64, "U64": np.uint64, "S32": np.int32, "U32": np.uint32,
          "S16": np.int16, "U16": np.uint16, "S8": np.int8, "U8": np.uint8, "TF32": np.float32}
 SCALAR = {"F64": T.f64, "F32": T.f32, "F16": T.f16, "BF16": T.bf16, "F8E4M3": T.f8e4m3,
-          "F8E5M2": T.f8e5m2, "S64": T.i64, "U64": T.u64, "S32": T.i32, "U32": T.u32,
+          "F8E5M2": T.f8e5m2, "F8E4B8": T.f8e4b8, "F8E5B16": T.f8e5b16, "S64": T.i64,
+          "U64": T.u64, "S32": T.i32, "U32": T.u32,
           "S16": T.i16, "U16": T.u16, "S8": T.i8, "U8": T.u8}
 
 
