@@ -77,6 +77,9 @@ def _wrap64(v: int) -> int:
     return v - (1 << 64) if v >= 1 << 63 else v
 
 
+_NO_MEMBERS = np.zeros((1, 2), np.uint64)     # the ranges slot of a launch without tables
+
+
 def _table_ranges(name, table):
     """(label, lo, hi, base, itemsize) of each member of AddressTable argument ``name``."""
     out = []
@@ -102,8 +105,11 @@ def pack_args(param_types, param_names, args, arg_ranges=None, extra=None):
             keep.append(v)
     if extra is not None:
         extra += members
-    pairs = np.array([(lo, hi) for _, lo, hi, _, _ in members] or [(0, 0)], np.uint64)
-    keep.append(pairs)
+    if members:                                 # else the shared empty table: no allocation
+        pairs = np.array([(lo, hi) for _, lo, hi, _, _ in members], np.uint64)
+        keep.append(pairs)
+    else:
+        pairs = _NO_MEMBERS
     slots[3 * n] = _wrap64(pairs.ctypes.data)
     slots[3 * n + 1] = len(members)
     for k, (t, name, v) in enumerate(zip(param_types, param_names, args)):
