@@ -57,10 +57,19 @@ class PinghuKernel:
     def run(self, args, grid, arg_ranges=None, num_threads=None) -> None:
         """Execute on the Pinghu interpreter over ``grid`` (numpy arrays for pointers)."""
         from .machine.scheduler import execute
+        from .machine.timing import session
         g = tuple(grid) + (1,) * (3 - len(grid))
         sanitize = bool(self.options.get("sanitize"))
+        prof = session.active()
+        if prof is None:
+            execute(self.program, list(args), g, sanitize=sanitize, kernel_name=self.name,
+                    debug=self.debug)
+            return
+        from .machine.timing.model import TimingMachine
+        m = TimingMachine(prof.machine, sample=prof.sample)
         execute(self.program, list(args), g, sanitize=sanitize, kernel_name=self.name,
-                debug=self.debug)
+                debug=self.debug, machine=m)
+        prof.add(m.record)
 
     launch = run
 

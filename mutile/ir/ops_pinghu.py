@@ -1,18 +1,21 @@
 """The Pinghu stage of the tile IR: shared buffers, AsyncBarriers, TME copies, WarpSquad
 MMA (SQMMA) and warp specialization, each op defined once (imported by :mod:`.ops`).
 
-The machine facts the rules check are public ones (see the design notes, "The Pinghu
-machine"); they are defined here, once, and the Pinghu backend reads them from here.
+The machine facts the rules check are public ones, read from the machine file's [isa]
+section (:mod:`mutile.machines`, ``pinghu.toml``, which names their sources).
 """
 from __future__ import annotations
+
+import mutile.machines as machines
 
 from . import types as T
 from .ops import define, need
 from .types import BarrierType, DescType, ScalarType, SharedType, TileType
 
-SHARED_BYTES = 192 * 1024           # per block
-BARRIER_IDS = 64                    # AsyncBarrier ids per block ...
-USABLE_BARRIERS = 63                # ... one of them reserved
+_ISA = machines.default()
+SHARED_BYTES = _ISA.value("isa", "shared_bytes")      # per block (192 KiB)
+BARRIER_IDS = _ISA.value("isa", "barrier_ids")        # AsyncBarrier ids per block ...
+USABLE_BARRIERS = BARRIER_IDS - _ISA.value("isa", "reserved_barriers")   # ... one reserved
 SWIZZLES = (0, 16, 32, 64)          # bytes; 0 = no swizzle
 MAX_DESC_RANK = 5
 TME_UNIT = 16                       # TME moves 16-byte units: inner box rows, global strides

@@ -1,9 +1,7 @@
 """Machine parameters of the Pinghu GPU, and the hook object the interpreter drives.
 
-The public facts (warp of 32, WarpSquad of 4 warps, 192 KiB shared memory per block,
-255 registers per thread, 64 AsyncBarrier ids) come from Moore Threads' public code.
-Everything marked ASSUMED is not public: it is a modelling assumption made here, in this
-one file, and nowhere else (clock, MP count, latencies, grid limits).
+Every number comes from the machine file (:mod:`mutile.machines`, ``pinghu.toml``), which
+says for each one whether it is public (and where from) or assumed (and why).
 
 :class:`Machine` is the seam a cycle model attaches to: the interpreter's event loop calls
 ``on_launch`` once per launch, ``on_wave`` per wave of resident blocks, ``on_issue`` for
@@ -17,40 +15,46 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from mutile.ir.ops_pinghu import BARRIER_IDS, SHARED_BYTES
+import mutile.machines as machines
 
 from ..isa import INSTRS, UNITS
 
 
+def _fact(section: str, name: str):
+    return machines.default().value(section, name)
+
+
 @dataclass(frozen=True)
 class MachineParams:
-    """Sizes and timings of one Pinghu device (see the module docstring for which are
-    public facts and which are assumptions)."""
-    warp_size: int = 32
-    squad_warps: int = 4                  # a WarpSquad (SQMMA issues per squad)
-    shared_bytes: int = SHARED_BYTES      # per block (192 KiB)
-    registers: int = 255                  # R0 .. R254 per thread
-    register_file: int = 65536            # ASSUMED: 32-bit registers per MP (not public)
-    async_barriers: int = BARRIER_IDS     # hardware AsyncBarrier ids per block (one reserved)
-    memory_bytes: int = 80 * 2**30        # MTT S5000: 80 GB
-    memory_bandwidth: float = 1.6e12      # bytes/s, MTT S5000
-    clock_hz: float = 1.5e9               # ASSUMED: not public
-    mp_count: int = 128                   # ASSUMED: not public
-    # ASSUMED cycle counts of each latency class (issue-to-result); names from isa.py.
-    latency: dict = field(default_factory=lambda: {
-        "alu": 4, "alu64": 8, "fp64": 8, "imul": 6, "div": 40, "sfu": 16, "cvt": 6,
-        "ld_global": 400, "st_global": 20, "ld_shared": 30, "st_shared": 20,
-        "ld_local": 400, "st_local": 20, "shfl": 20, "bar": 20, "wmma": 32, "control": 2,
-        "s2r": 20,
-        "atom_global": 400,               # ASSUMED: a round trip to L2, like a load
-        # ASSUMED: issue-to-completion of the asynchronous engines (a TME tile copy, an
-        # AsyncBarrier operation, an SQMMA, a fence)
-        "tme": 500, "async_bar": 20, "sqmma": 64, "fence": 10})
-    # Blocks per launch along x, y, z. ASSUMED (not found in Moore Threads' public code):
-    # CUDA's limits, x <= 2**31 - 1, y and z <= 65535, as MUSA's runtime API mirrors CUDA's.
-    max_grid: tuple = (2**31 - 1, 65535, 65535)
+    """Sizes of one Pinghu device the interpreter checks against, read from the machine
+    file (:mod:`mutile.machines`, ``pinghu.toml``: every entry's source is there);
+    ``file`` is that file, whose timing entries the cycle model reads."""
+    warp_size: int = _fact("isa", "warp_size")
+    squad_warps: int = _fact("isa", "squad_warps")          # a WarpSquad
+    shared_bytes: int = _fact("isa", "shared_bytes")        # per block (192 KiB)
+    registers: int = _fact("isa", "registers")              # R0 .. R254 per thread
+    register_file: int = _fact("device", "register_file")   # 32-bit registers per MP
+    async_barriers: int = _fact("isa", "barrier_ids")       # per block (one reserved)
+    memory_bytes: int = _fact("device", "memory_bytes")
+    memory_bandwidth: float = _fact("memory", "hbm_bytes_per_s")
+    clock_hz: float = _fact("device", "clock_hz")
+    mp_count: int = _fact("device", "mp_count")
+    max_grid: tuple = tuple(_fact("device", "max_grid"))
     # Interpreter limit, not hardware: blocks resident at once (threads across them).
-    max_resident_threads: int = 65536
+    max_resident_threads: int = _fact("model", "max_resident_threads")
+    file: machines.MachineFile = field(default_factory=machines.default, compare=False)
+
+    @classmethod
+    def of(cls, machine_file: machines.MachineFile) -> "MachineParams":
+        """The parameters of ``machine_file`` (a :class:`~mutile.machines.MachineFile`)."""
+        v = machine_file.value
+        return cls(register_file=v("device", "register_file"),
+                   memory_bytes=v("device", "memory_bytes"),
+                   memory_bandwidth=v("memory", "hbm_bytes_per_s"),
+                   clock_hz=v("device", "clock_hz"), mp_count=v("device", "mp_count"),
+                   max_grid=tuple(v("device", "max_grid")),
+                   max_resident_threads=v("model", "max_resident_threads"),
+                   file=machine_file)
 
 
 PINGHU = MachineParams()

@@ -1,0 +1,105 @@
+"""What the cycle model reports about one launch (:class:`LaunchRecord`), the rows of its
+per-line and per-pc tables and the slices of its trace. Plain data: the profiler
+(:mod:`mutile.profiler`) prints, saves and plots it.
+
+Times are in cycles of the modelled clock, relative to the launch's first block start,
+unless a name says otherwise; ``start``/``end`` place the launch on the device timeline
+of a profiling session (launch overhead before ``start``)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+# Why a resident warp did not issue, warp-cycle by warp-cycle (docs/cycle-model.md).
+STALLS = ("barrier", "memory", "scoreboard", "issue", "idle")
+# The units utilization is reported for (values in [0, 1]).
+UTILIZATION_UNITS = ("SQMMA", "WMMA", "ALU", "SFU", "LSU", "SHARED", "TME", "HBM")
+
+
+@dataclass
+class LineRow:
+    """Warp-cycles of one Python source line (``file`` None: cycles no line owns, such as
+    warps idle after they exited): ``issued`` + sum(``stalls``) == ``warp_cycles``."""
+    file: str | None
+    line: int | None
+    source: str
+    warp_cycles: float
+    issued: float
+    stalls: dict
+
+
+@dataclass
+class PcRow:
+    """The same for one ISA instruction (``pc``; ``text`` its listing line); ``count`` is
+    how many warp-instructions executed it."""
+    pc: int
+    text: str
+    file: str | None
+    line: int | None
+    count: int
+    warp_cycles: float
+    issued: float
+    stalls: dict
+
+
+@dataclass
+class Slice:
+    """One slice of the trace: on ``track`` (("MP", mp), ("warp", mp, block, warp) or
+    ("unit", mp, name)), ``name`` from ``start`` for ``dur`` cycles, with ``args``."""
+    track: tuple
+    name: str
+    start: float
+    dur: float
+    args: dict = field(default_factory=dict)
+
+
+@dataclass
+class LaunchRecord:
+    """One Pinghu launch as the cycle model saw it (see :mod:`mutile.profiler` for what
+    each field means to users)."""
+    kernel: str
+    grid: tuple
+    sampled: bool
+    blocks: int                     # blocks in the grid
+    blocks_simulated: int
+    cycles: float                   # first block start to last block end
+    clock_hz: float
+    flops: float                    # useful MMA flops (SQMMA + WMMA), whole grid
+    dtype: str | None               # the MMA operand type the peak is for (None: no MMA)
+    hbm_bytes: float                # bytes moved between L2 and HBM, whole grid
+    peak_tflops: float
+    peak_hbm_gbps: float
+    utilization: dict               # UTILIZATION_UNITS -> [0, 1]
+    warp_cycles: float              # summed over warps while resident
+    stalls: dict                    # STALLS -> warp-cycles
+    issued: float                   # warp-cycles spent issuing (one per warp-instruction)
+    by_line: list                   # LineRow
+    by_pc: list                     # PcRow
+    occupancy: dict                 # blocks_per_mp, warps_per_mp, limit, fraction
+    waves: int
+    launch_overhead_cycles: float
+    machine_hash: str
+    bound: str                      # what limited the slowest MP: "latency" or a unit
+    slices: list = field(default_factory=list)
+    timeline: dict = field(default_factory=dict)    # unit -> busy fraction per bucket
+    bucket_cycles: float = 0.0
+    start: float = 0.0              # on the session's device timeline (cycles)
+    instructions: int = 0           # warp-instructions simulated
+
+    @property
+    def end(self) -> float:
+        return self.start + self.cycles
+
+    @property
+    def time_ms(self) -> float:
+        """``cycles`` at the modelled clock, in milliseconds."""
+        return self.cycles / self.clock_hz * 1e3
+
+    @property
+    def tflops(self) -> float:
+        t = self.cycles / self.clock_hz
+        return self.flops / t / 1e12 if t > 0 else 0.0
+
+    @property
+    def hbm_gbps(self) -> float:
+        t = self.cycles / self.clock_hz
+        return self.hbm_bytes / t / 1e9 if t > 0 else 0.0

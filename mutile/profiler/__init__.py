@@ -1,0 +1,1 @@
+"""The profiler (users ' side of the cycle model): being written for issue 12."""
