@@ -13,6 +13,7 @@ from .runtime.descriptor import TensorDescriptor
 from .runtime.host import Heuristics, cdiv, heuristics, next_power_of_2
 from .runtime.jit import Config, JITFunction, KernelInterface, jit
 from .runtime.kernel import CompiledKernel
+from .profiler import Profile, profile
 
 __version__ = "0.1.0"
 
@@ -30,4 +31,4 @@ from . import language, testing  # noqa: E402
 __all__ = ["jit", "JITFunction", "KernelInterface", "CompiledKernel", "Config", "heuristics",
            "Heuristics", "cdiv", "next_power_of_2", "TensorDescriptor", "AddressTable", "as_triton",
            "CompilationError", "LaunchError", "DeviceFault", "MutileError", "language",
-           "testing"]
+           "testing", "profile", "Profile"]

@@ -6,6 +6,10 @@ is shared and noisy, so compare the ratios, not the absolute times. The previous
 version (``--baseline REV``, by default the last commit, or ``HEAD`` when the tree has
 uncommitted changes) is installed from git into a temporary folder and measured in
 alternation with the current code, each in its own process.
+
+``--backend pinghu`` times the interpreter instead, and runs every row once more under the
+cycle model (``mutile.profile()``): the modelled cycles, time and SQMMA utilization of the
+row's launches, and the interpreter's wall time with profiling on against the time without.
 """
 from __future__ import annotations
 
@@ -86,6 +90,28 @@ def _attention(heads, seq, d, threads, rng):
 TRITON_INTERPRETER = {"matmul fp16 512^3": 1.3, "attention fwd 2h seq512 d64": 0.35}
 
 
+def _modelled(fn, secs: float) -> dict:
+    """``fn``'s Pinghu launches under the cycle model (``mutile.profile()``): their modelled
+    cycles and time summed, TFLOP/s, SQMMA utilization (cycle-weighted over the launches),
+    and the interpreter's wall time with profiling on (median of 3) against ``secs``, the
+    time without it."""
+    from .profiler import profile
+
+    def profiled():
+        with profile() as prof:
+            fn()
+        return prof
+    prof = profiled()
+    cycles = sum(r.cycles for r in prof.launches)
+    flops = sum(r.flops for r in prof.launches)
+    busy = sum(r.utilization.get("SQMMA", 0.0) * r.cycles for r in prof.launches)
+    wall = time_calls(profiled, rep=3, warmup=0) / 1e3
+    secs_model = prof.time_ms / 1e3
+    return {"launches": len(prof.launches), "cycles": cycles, "time_us": prof.time_ms * 1e3,
+            "tflops": flops / secs_model / 1e12 if secs_model else 0.0,
+            "sqmma": busy / cycles if cycles else 0.0, "profiled_s": wall, "plain_s": secs}
+
+
 def _pinghu_matmul(n, rng):
     """fp16 matmul (f32 accumulate, 64x64x32 tiles) on the Pinghu interpreter."""
     from .kernels import matmul as mm
@@ -96,7 +122,8 @@ def _pinghu_matmul(n, rng):
     err = float(np.abs(c - a.astype(np.float64) @ b.astype(np.float64)).max())
     secs = time_calls(lambda: mm.matmul(a, b, **kw), rep=3, warmup=0) / 1e3
     row = {"name": f"matmul fp16 {n}^3 (64x64x32 tiles)", "unit": "s", "higher": False,
-           "mutile": secs, "max_abs_err": err}
+           "mutile": secs, "max_abs_err": err,
+           "model": _modelled(lambda: mm.matmul(a, b, **kw), secs)}
     if n == 512:
         row["triton"] = TRITON_INTERPRETER["matmul fp16 512^3"]
     return row
@@ -111,16 +138,19 @@ def _pinghu_attention(heads, seq, d, rng, dtype=np.float16):
     err = float(np.abs(out.astype(np.float64) - ref).max())
     secs = time_calls(lambda: fa.attention(q, k, v, backend="pinghu"), rep=3, warmup=0) / 1e3
     row = {"name": f"attention fwd {heads}h seq{seq} d{d} {np.dtype(dtype).name}", "unit": "s",
-           "higher": False, "mutile": secs, "max_abs_err": err}
+           "higher": False, "mutile": secs, "max_abs_err": err,
+           "model": _modelled(lambda: fa.attention(q, k, v, backend="pinghu"), secs)}
     if seq == 512:   # Triton's figure is for 2 heads: scale it to this row's heads
         row["triton"] = TRITON_INTERPRETER["attention fwd 2h seq512 d64"] * heads / 2
     return row
 
 
 def _timed(fn, ref):
+    """(seconds, max |err| against ``ref``, the cycle model's figures) of ``fn``."""
     out = fn()
     err = float(np.abs(np.asarray(out, np.float64) - ref).max())
-    return time_calls(fn, rep=3, warmup=0) / 1e3, err
+    secs = time_calls(fn, rep=3, warmup=0) / 1e3
+    return secs, err, _modelled(fn, secs)
 
 
 def _async_rows(quick: bool, rng) -> list:
@@ -147,23 +177,23 @@ def _async_rows(quick: bool, rng) -> list:
     rows = []
     for name, fn in [(f"descriptor GEMM bf16 {n}^3, 3 stages", lambda: desc_mm(True)),
                      (f"  same, warp-specialized", lambda: desc_mm(True, True))]:
-        secs, err = _timed(fn, ref)
-        rows.append({"name": name, "mutile": secs, "max_abs_err": err})
-    base, err = _timed(lambda: desc_mm(False), ref)
+        secs, err, model = _timed(fn, ref)
+        rows.append({"name": name, "mutile": secs, "max_abs_err": err, "model": model})
+    base, err, model = _timed(lambda: desc_mm(False), ref)
     rows.append({"name": f"  same, no async lowering (LSU + WMMA)", "mutile": base,
-                 "max_abs_err": err})
+                 "max_abs_err": err, "model": model})
     for ws in (False, True):
-        secs, err = _timed(lambda: pg.gemm(a, b, stages=3, warp_specialize=ws), ref)
+        secs, err, model = _timed(lambda: pg.gemm(a, b, stages=3, warp_specialize=ws), ref)
         rows.append({"name": f"explicit ph GEMM bf16 {n}^3{' (ws)' if ws else ''}",
-                     "mutile": secs, "max_abs_err": err})
+                     "mutile": secs, "max_abs_err": err, "model": model})
     seq = 256 if quick else 512
     q, k, v = (rng.standard_normal((4, seq, 64)).astype(np.float16) for _ in range(3))
     ref = fa.attention_reference(*(x.astype(np.float64) for x in (q, k, v)))
     for name, lowering in [(f"attention fwd 4h seq{seq} d64 fp16 (SQMMA)", True),
                            ("  same, no async lowering (WMMA)", False)]:
-        secs, err = _timed(lambda: fa.attention(q, k, v, backend="pinghu",
-                                                async_lowering=lowering), ref)
-        rows.append({"name": name, "mutile": secs, "max_abs_err": err})
+        secs, err, model = _timed(lambda: fa.attention(q, k, v, backend="pinghu",
+                                                       async_lowering=lowering), ref)
+        rows.append({"name": name, "mutile": secs, "max_abs_err": err, "model": model})
     return rows
 
 
@@ -313,7 +343,29 @@ def _print_pinghu(result: dict) -> int:
                       + f"   max |err| {r['max_abs_err']:.1e}")
         print("  vs no-async: time with the async lowering / time without it (the same "
               "kernel through LSU loads and WMMA); below 2x meets the issue's bound.")
+    _print_model(result["rows"] + rows)
     return 0
+
+
+def _print_model(rows) -> None:
+    """The cycle model's table: what each row's launches would take on Pinghu, and what
+    profiling costs the interpreter."""
+    rows = [r for r in rows if "model" in r]
+    if not rows:
+        return
+    print()
+    w = [46, 8, 12, 10, 8, 6, 8, 9, 6]
+    print(_row(["cycle model (mutile.profile)", "launches", "cycles", "time (us)", "TFLOP/s",
+                "SQMMA", "plain s", "profiled", "ratio"], w))
+    for r in rows:
+        m = r["model"]
+        print(_row([r["name"], m["launches"], f"{m['cycles']:,.0f}", f"{m['time_us']:.2f}",
+                    f"{m['tflops']:.1f}", f"{100 * m['sqmma']:.1f}%", f"{m['plain_s']:.3f}",
+                    f"{m['profiled_s']:.3f}", f"{m['profiled_s'] / m['plain_s']:.2f}x"], w))
+    print("  cycles and time: the launches' modelled cycles summed (at the machine file's "
+          "clock, launch overheads excluded);\n  SQMMA: its utilization, cycle-weighted over "
+          "the launches; plain / profiled: the interpreter's wall time without and with\n"
+          "  profiling (medians of 3); ratio: their quotient (the issue's bound is 2x).")
 
 
 def _ratio(ours, other, higher):

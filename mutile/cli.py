@@ -1,4 +1,5 @@
-"""The ``mutile`` command: ``demo``, ``ir``, ``asm``, ``bench``, ``coredump``, ``run``."""
+"""The ``mutile`` command: ``demo``, ``ir``, ``asm``, ``bench``, ``coredump``, ``run``,
+``profile``."""
 from __future__ import annotations
 
 import argparse
@@ -194,6 +195,53 @@ def cmd_coredump(args) -> int:
     return 0
 
 
+def _parse_sample(text: str):
+    """``--sample``: auto (None), off (False), wave, or a number of blocks."""
+    words = {"auto": None, "off": False, "wave": "wave"}
+    if text in words:
+        return words[text]
+    try:
+        return int(text)
+    except ValueError:
+        raise ValueError(f"--sample {text!r}: expected auto, off, wave or a number of "
+                         f"blocks") from None
+
+
+def trace_path(script: str) -> str:
+    """Where ``mutile profile`` writes the trace by default: beside the script, its name
+    with ``.trace.json`` instead of ``.py``."""
+    root, ext = os.path.splitext(script)
+    return (root if ext == ".py" else script) + ".trace.json"
+
+
+def cmd_profile(args) -> int:
+    """Run a script as ``mutile run`` does, inside ``mutile.profile()``; then print the
+    summary and write the trace, also when the script fails (its exception then goes on
+    to the caller, with its traceback)."""
+    from .compat import run_script
+    from .errors import MutileError
+    from .profiler import profile
+    if not os.path.isfile(args.script):
+        print(f"mutile profile: no such file: {args.script}", file=sys.stderr)
+        return 2
+    try:
+        prof = profile(machine=args.machine, sample=_parse_sample(args.sample))
+    except (ValueError, TypeError, MutileError) as e:
+        print(f"mutile profile: {e}", file=sys.stderr)
+        return 2
+    out = os.path.abspath(args.output or trace_path(args.script))   # the script may chdir
+    try:
+        with prof:
+            return run_script(args.script, args.args)
+    finally:
+        sys.stdout.flush()
+        print(f"\n==== mutile profile {args.script} ====")
+        prof.summary()
+        print(f"trace: {prof.save_trace(out)} (open in https://ui.perfetto.dev or "
+              f"chrome://tracing)")
+        sys.stdout.flush()
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="mutile", description="mutile: tile DSL and compiler")
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -225,6 +273,17 @@ def main(argv=None) -> int:
                         "aliased to mutile (mutile.as_triton())")
     pr.add_argument("script", help="the script (FILE.py)")
     pr.add_argument("args", nargs=argparse.REMAINDER, help="the script's arguments")
+    pf = sub.add_parser("profile", help="run a Python script with the Pinghu profiler on "
+                        "(mutile.profile()): print the summary, write a trace beside it")
+    pf.add_argument("--sample", default="auto", help="auto (sample large grids), off (every "
+                    "block), wave (one full wave) or a number of blocks; a sampled launch "
+                    "computes only its simulated blocks' outputs")
+    pf.add_argument("--machine", default=None, metavar="FILE",
+                    help="a machine file (default: MUTILE_MACHINE, else the shipped one)")
+    pf.add_argument("-o", "--output", default=None, metavar="TRACE.json",
+                    help="the trace file (default: the script's name with .trace.json)")
+    pf.add_argument("script", help="the script (FILE.py); `triton` is aliased to mutile")
+    pf.add_argument("args", nargs=argparse.REMAINDER, help="the script's arguments")
     args = p.parse_args(argv)
     try:
         return _dispatch(args)
@@ -242,6 +301,8 @@ def _dispatch(args) -> int:
         return cmd_asm(args)
     if args.cmd == "coredump":
         return cmd_coredump(args)
+    if args.cmd == "profile":
+        return cmd_profile(args)
     if args.cmd == "run":
         from .compat import run_script
         return run_script(args.script, args.args)

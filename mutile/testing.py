@@ -3,7 +3,9 @@
 :class:`Benchmark`; and :func:`time_calls`, which times a given number of calls.
 
 Times are wall-clock milliseconds of each call (kernels run synchronously on the host: no
-events, no synchronization). Unlike Triton, nothing flushes a cache between calls.
+events, no synchronization), except that :func:`do_bench` of a function launching Pinghu
+kernels returns their modelled device time (the cycle model's ``time_ms``; see
+:func:`mutile.profile`). Unlike Triton, nothing flushes a cache between calls.
 """
 from __future__ import annotations
 
@@ -41,15 +43,31 @@ def _check_mode(return_mode):
 
 
 def do_bench(fn, warmup=25, rep=100, grad_to_none=None, quantiles=None, return_mode="mean"):
-    """Time ``fn()`` as Triton's ``do_bench``: ``warmup`` and ``rep`` are milliseconds of
-    wall time. One untimed first call (it compiles); calls that estimate one call's time
-    (up to 5, and they count toward the warm-up); more untimed calls until ``warmup`` ms
-    have passed; then ``max(1, rep / estimate)`` timed calls, each after setting ``.grad``
-    of the tensors in ``grad_to_none`` to None. Returns the ``quantiles`` of the times
-    (e.g. ``[0.5, 0.2, 0.8]``) if given, else their ``return_mode`` ("mean", "median",
-    "min", "max", or "all" for the list), in milliseconds."""
+    """Time ``fn()`` as Triton's ``do_bench``, in milliseconds.
+
+    On the pinghu backend it returns the **modelled device time**: the first call of
+    ``fn`` (as in Triton, before any clearing of ``grad_to_none``) runs under a private
+    profiling session (:func:`mutile.profile`, ``sample=None``), and if that call launched
+    Pinghu kernels the result is the sum of their ``time_ms`` (launch overheads between
+    them are not counted), for every ``quantiles`` and ``return_mode`` alike, since the
+    model is deterministic; ``fn`` is not called again, and ``warmup``, ``rep`` and
+    ``grad_to_none`` play no part. Inside an enclosing ``mutile.profile()`` session the
+    private one uses its machine file, and the launches are also added to it. Large grids
+    are sampled (docs/cycle-model.md): that call then computes only the simulated blocks'
+    outputs.
+
+    When that first call launches no Pinghu kernel (the llvm backend), it counts as the
+    untimed first call (it compiles) and ``fn`` is timed by wall clock: ``warmup`` and
+    ``rep`` are milliseconds; calls that estimate one call's time (up to 5, and they count
+    toward the warm-up); more untimed calls until ``warmup`` ms have passed; then
+    ``max(1, rep / estimate)`` timed calls, each after clearing ``grad_to_none``.
+
+    Returns the ``quantiles`` of the times (e.g. ``[0.5, 0.2, 0.8]``) if given, else their
+    ``return_mode`` ("mean", "median", "min", "max", or "all" for the list)."""
     _check_mode(return_mode)
-    fn()
+    modelled = _modelled_ms(fn)
+    if modelled is not None:
+        return _summarize([modelled], quantiles, return_mode)
     start = time.perf_counter()
     n = 0
     while n < 5:
@@ -71,9 +89,22 @@ def do_bench(fn, warmup=25, rep=100, grad_to_none=None, quantiles=None, return_m
     return _summarize(times, quantiles, return_mode)
 
 
+def _modelled_ms(fn) -> float | None:
+    """Call ``fn()`` once under a private profiling session; the modelled milliseconds of
+    the Pinghu launches it made (their ``time_ms`` summed), or None if it made none."""
+    from .backends.pinghu.machine.timing import session
+    from .profiler import Profile
+    outer = session.active()
+    prof = Profile(machine=getattr(outer, "machine", None), sample=None)
+    with prof:                      # on exit the launches also join ``outer``
+        fn()
+    return prof.time_ms if prof.launches else None
+
+
 def do_bench_cudagraph(fn, rep=20, grad_to_none=None, quantiles=None, return_mode="mean"):
     """Triton's graph-replay timer. There are no graphs to replay here, so this is
-    :func:`do_bench` with no warm-up beyond its estimate (``rep`` in milliseconds)."""
+    :func:`do_bench` with no warm-up beyond its estimate (``rep`` in milliseconds); on the
+    pinghu backend it returns the modelled device time, as :func:`do_bench` does."""
     return do_bench(fn, warmup=0, rep=rep, grad_to_none=grad_to_none, quantiles=quantiles,
                     return_mode=return_mode)
 

@@ -82,6 +82,8 @@ class Machine:
     that execute it (numbered across the resident wave).
     """
 
+    timed = False           # a cycle model: the units call its hooks (``st.timing``)
+
     def __init__(self, params: MachineParams = PINGHU):
         self.params = params
         self.stats = Stats()
@@ -94,6 +96,17 @@ class Machine:
         self._by_pc = [0] * (len(program.instructions) + 1)
         self.stats = Stats()
 
+    def blocks_to_run(self, nblocks: int) -> int:
+        """How many of a launch's ``nblocks`` blocks to execute (a sampling cycle model
+        runs the first ones only)."""
+        return nblocks
+
+    def on_state(self, st) -> None:
+        """The interpreter made the state of a wave (before :meth:`on_wave`)."""
+
+    def on_wave_end(self, st) -> None:
+        """The wave of state ``st`` ran to its end."""
+
     def on_wave(self, blocks: np.ndarray, warps: int) -> None:
         """A wave of resident blocks (their linear ids) with ``warps`` warps in all starts."""
         self.stats.waves += 1
@@ -104,9 +117,10 @@ class Machine:
         self.stats.steps += 1
         self._by_pc[pc] += len(warps)
 
-    def on_barrier(self, blocks: np.ndarray, bars: np.ndarray, pcs: np.ndarray) -> None:
-        """Barriers ``bars`` of (wave-local) ``blocks`` release their warps, waiting at
-        ``pcs`` (arrays, one entry per block)."""
+    def on_barrier(self, blocks: np.ndarray, bars: np.ndarray, pcs: np.ndarray,
+                   warps: np.ndarray | None = None) -> None:
+        """Barriers ``bars`` of (wave-local) ``blocks`` release their ``warps``, waiting
+        at ``pcs`` (arrays, one entry per block)."""
 
     def retired(self) -> int:
         """Warp-instructions executed so far in this launch."""

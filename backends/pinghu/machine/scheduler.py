@@ -120,16 +120,19 @@ def _step(st: State, machine: Machine, issue) -> bool:
     st.pc = p
     sel = st.select(warps, exact=s.control is not None)
     if s.control is not None:
+        issue(p, s.row, warps)          # before its effects: a cycle model times them
         _control(st, s, warps, sel, machine)
-    else:
-        if not s.never:
-            if s.guard is not None:
-                sel = sel.with_mask(s.guard(st, sel.threads))
-            if sel.mask is None or sel.mask.any():
-                s.run(st, sel)
-                if s.writes is not None:
-                    st.stamp(s.writes)
-        st.pcs[warps] = p + 1
+        return False
+    if not s.never:
+        if s.guard is not None:
+            sel = sel.with_mask(s.guard(st, sel.threads))
+        if sel.mask is None or sel.mask.any():
+            if s.lsu and st.timing is not None:
+                st.timing.memory(st, s, warps, sel)
+            s.run(st, sel)
+            if s.writes is not None:
+                st.stamp(s.writes)
+    st.pcs[warps] = p + 1
     issue(p, s.row, warps)
     return False
 
@@ -157,6 +160,8 @@ def _converged(st: State, warps: np.ndarray, p: int, steps, issue) -> int:
             if s.control is not None:
                 return p
             st.pc = p
+            if s.lsu and st.timing is not None and not s.never:
+                st.timing.memory(st, s, warps, sel)
             if s.guard is not None:
                 g = s.guard(st, sel.threads)
                 if g.any():
@@ -323,7 +328,7 @@ def execute(program: Program, args, grid, sanitize: bool = False,
     machine = machine or Machine()
     params = machine.params
     machine.on_launch(program, g)
-    nblocks = g[0] * g[1] * g[2]
+    nblocks = machine.blocks_to_run(g[0] * g[1] * g[2])
     per_thread = dec.columns * 4 + dec.preds + program.local
     per_block = program.threads * per_thread + program.shared * (58 if sanitize else 1)
     wave = max(1, min(params.max_resident_threads // program.threads,
@@ -335,12 +340,14 @@ def execute(program: Program, args, grid, sanitize: bool = False,
             for first in range(0, nblocks, wave):
                 ids = np.arange(first, min(first + wave, nblocks))
                 st = State(program, dec, name, g, ids, cbank, glob, sanitize, printer)
+                machine.on_state(st)
                 machine.on_wave(ids, st.nwarps)
                 try:
                     _run(st, machine, started)
                 except DeviceFault as e:
                     e.coredump = coredump(st, e, machine)
                     raise
+                machine.on_wave_end(st)
     finally:
         printer.flush(g)
     return machine.on_finish()

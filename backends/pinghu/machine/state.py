@@ -30,7 +30,7 @@ class Step:
     :class:`~.rows.Control`), the guard reader (None: unguarded), ``never`` for
     ``@!PT``, the ISA ``text`` and the ``source`` comment that located it."""
     __slots__ = ("pc", "ins", "row", "run", "control", "guard", "never", "text", "source",
-                 "writes")
+                 "writes", "lsu")
 
     def __init__(self, pc, ins, text, source):
         self.pc, self.ins, self.row, self.text, self.source = pc, ins, ins.op, text, source
@@ -42,6 +42,7 @@ class Step:
         self.guard = None if g is None or (isinstance(g, Pred) and g.n == PT) \
             else pred_reader(g)
         self.writes = _written_rows(ins)
+        self.lsu = ins.op.unit == "LSU"
 
 
 def _written_rows(ins) -> slice | None:
@@ -165,6 +166,7 @@ class State:
         self.yielding = False               # some warp has backoff set
         self.asyn = AsyncUnit(self)
         self.culprit = None       # (warp, lanes or None, pc) a fault names: core dump
+        self.timing = None        # the cycle model's hooks (TimingMachine.on_state sets it)
 
     def _special_registers(self) -> dict:
         t, gx, gy, gz = self.threads, *self.grid
@@ -294,7 +296,7 @@ class State:
         self.bar[ws] = -1
         self.pcs[ws] = pcs + 1
         first = np.searchsorted(ws // wpb, rb)
-        machine.on_barrier(rb, ids, pcs[first])
+        machine.on_barrier(rb, ids, pcs[first], ws)
 
     def _check_same_pc(self, blk, ws, pcs):
         if (pcs == pcs[0]).all():

@@ -88,6 +88,8 @@ class AsyncUnit:
         self.flat("serial")[done] += 1
         self.flat("pending")[done] = self.flat("count")[done]
         self.tx_pc.reshape(-1, 2)[done] = -1
+        if self.st.timing is not None:
+            self.st.timing.phase_done(done)
         if self.san is not None:
             self.san.phase_done(done // NBARS)
         self.wake(done)
@@ -104,6 +106,10 @@ class AsyncUnit:
         if not ws.size:
             return
         st.status[ws] = RUN
+        if st.timing is not None:
+            for pc in np.unique(st.pcs[ws]).tolist():
+                at = st.pcs[ws] == pc
+                st.timing.waited(ws[at], wk[at], pc)
         if self.san is not None:
             self.san.waited(ws, wk, st.pcs[ws], check=False)
         st.pcs[ws] += 1
@@ -113,6 +119,8 @@ class AsyncUnit:
         """One arrival per entry of ``keys`` (in order; ``threads`` name the warps);
         returns each arrival's phase parity before it."""
         pending, phase = self.flat("pending"), self.flat("phase")
+        if self.st.timing is not None:
+            self.st.timing.arrive(keys, threads // 32)
         uk, cnt = np.unique(keys, return_counts=True)
         if (cnt <= pending[uk]).all():
             par = phase[keys] & 1
@@ -308,6 +316,8 @@ def _bar_wait(ins):
         go = (u.flat("phase")[keys] & 1) != par
         if u.san is not None and go.any():
             u.san.waited(x.warps[go], keys[go], np.full(int(go.sum()), s.pc), check=True)
+        if st.timing is not None and go.any():
+            st.timing.waited(x.warps[go], keys[go], s.pc)
         advance(st, x.warps[go], s.pc)
         wait = x.warps[~go]
         st.status[wait] = ABAR
@@ -360,7 +370,7 @@ def release_counted(st, blocks: np.ndarray, machine) -> None:
             st.sanitizer.epoch[k // 16] += 1
             if st.asyn.san is not None:
                 st.asyn.san.join(go)
-        machine.on_barrier(np.array([k // 16]), np.array([k % 16]), np.array([pc]))
+        machine.on_barrier(np.array([k // 16]), np.array([k % 16]), np.array([pc]), go)
 
 
 @impl("FENCE.ASYNC.SHARED")

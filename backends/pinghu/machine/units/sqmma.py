@@ -243,6 +243,8 @@ def _sqmma(ins):
         san = st.asyn.san
         if san is not None:
             gid = san.sqmma_issue(x.first, s.pc, op.operand_bytes(st, s.pc, x.warps, da, db))
+        if st.timing is not None:
+            st.timing.sqmma(st, op, s.pc, x.warps)
         SqmmaUnit.of(st).pending.append(_Pending(op, s.pc, x.warps, da, db, gid))
     return stepping_row(run)
 

@@ -372,6 +372,8 @@ def _tme_load(ins):
                 part = c.subset(m)
                 c.ids[m] = san.tme_issue(part.threads, s.pc, part.keys,
                                          every_byte(part.shared_index(st, z), z))
+        if st.timing is not None:
+            st.timing.tme(st, c, True)
         TmeEngine.of(st).loads.append(c)
     return stepping_row(run)
 
@@ -392,6 +394,8 @@ def _tme_store(ins):
                 part = c.subset(size == z)
                 san.async_read(part.threads, s.pc, every_byte(part.shared_index(st, z), z),
                                "the TME store")
+        if st.timing is not None:
+            st.timing.tme(st, c, False)
         TmeEngine.of(st).stores.append(c)
     return stepping_row(run)
 
