@@ -1,26 +1,28 @@
 """From per-warp timelines and per-block demands to a launch's time (:func:`launch_record`).
 
-Blocks run in waves (:mod:`.occupancy`). On one MP in one wave, the time is the longer of
-the longest warp timeline of its blocks (*latency*-bound) and, for every MP resource, the
-demand its blocks put on it over its rate (issue slots, ALU, SFU, LSU, shared-memory
-wavefronts, TME, SQMMA, WMMA: *throughput*-bound); the device's L2 and HBM bandwidth bound
-every MP of the wave. A wave lasts as long as its slowest MP; waves run back to back. When
-a resource bound exceeds the latency bound the MP's timelines are stretched to fit (each
-interval by the same factor): the added warp-cycles are stalls on that resource (*memory*
-for LSU, shared memory, TME, L2, HBM; *issue* for the others), attributed to the
-instructions in proportion to their demand on it. Warps that exited while their block is
-still resident are *idle*.
+Blocks run in waves (:mod:`.occupancy`). On one MP in one wave, the time is the sum of
+its windows (:mod:`.windows`): each the longest of its timelines' cycles (*latency*), its
+demand on every MP resource over that resource's rate (issue slots, ALU, SFU, LSU,
+shared-memory wavefronts, TME, SQMMA, WMMA) and the wave's L2 and HBM demand over their
+bandwidth. A wave lasts as long as its slowest MP; waves run back to back. A stretched
+window's added warp-cycles are stalls on the resource that bound it (*memory* for LSU,
+shared memory, TME, L2, HBM; *issue* for the others), attributed to the instructions in
+proportion to their demand on it. Warps that exited while their block is still resident
+are *idle*.
 
-A sampled launch simulates its first blocks; every wave not fully simulated is estimated
-MP by MP: each MP's blocks in that wave (their number), at the mean demand and mean
-latency bound of the simulated blocks that ran on the same MP; the per-line and per-unit
-totals are the simulated ones scaled by blocks / blocks simulated.
+A sampled launch simulates its first blocks (by default its first two waves); every wave
+not fully simulated is estimated MP by MP, from the last fully simulated wave (whose L2
+was warmed by the waves before it, like the waves after it): each MP's blocks in that
+wave (their number), at the mean demand and mean time of that wave's blocks on the same
+MP. Unit demands and flops add the unsimulated blocks at that wave's means; the per-line
+tables are the simulated ones scaled by blocks / blocks simulated.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from .params import D, DEMAND, DEVICE_UNITS, MP_UNITS
+from . import windows
+from .params import D, DEVICE_UNITS, MP_UNITS
 from .record import STALLS, LaunchRecord, LineRow, PcRow, Slice
 
 MEMORY_UNITS = ("LSU", "SHARED", "TME", "L2", "HBM")
@@ -34,15 +36,15 @@ def pipe_key(cls: str) -> str:
 
 def block_stats(m, st) -> dict:
     """What one interpreter wave leaves for the composition: per block its id, longest
-    warp timeline, summed warp timelines, demands, flops; the trace slices and busy
-    chunks with global block ids."""
+    warp timeline, summed warp timelines, demands, flops and its windows
+    (:func:`.windows.block_windows`)."""
     nb, wpb = len(st.block_ids), m.wpb
     end = m.clock.reshape(nb, wpb)
-    out = {"block": st.block_ids.copy(), "chain": end.max(axis=1), "csum": end.sum(axis=1),
+    chain = end.max(axis=1)
+    out = {"block": st.block_ids.copy(), "chain": chain, "csum": end.sum(axis=1),
            "dem": m.wdem.reshape(nb, wpb, -1).sum(axis=1),
            "flops": m.flops.reshape(nb, wpb).sum(axis=1), "wpb": wpb}
-    out["busy"] = [(u, st.block_ids[w // wpb], ti, c) for u, w, ti, c in m.busy]
-    m.busy = []
+    out.update(windows.block_windows(m, end, chain))
     return out
 
 
@@ -60,44 +62,32 @@ def launch_record(m) -> LaunchRecord:
         return _empty(m)
     blk = np.concatenate([o["block"] for o in outs])
     chain = np.concatenate([o["chain"] for o in outs])
-    csum = np.concatenate([o["csum"] for o in outs])
     dem = np.concatenate([o["dem"] for o in outs])
     flops = np.concatenate([o["flops"] for o in outs])
     wpb = outs[0]["wpb"]
     P = t.mp_count
     g = _groups(m, blk)
     G = int(g.max()) + 1
-    ch_g = np.zeros(G)
-    np.maximum.at(ch_g, g, chain)
-    cs_g = np.bincount(g, csum, G)
-    full_g = np.bincount(g, chain * wpb, G)
     nb_g = np.bincount(g, minlength=G)
-    dem_g = np.zeros((G, len(DEMAND)))
-    np.add.at(dem_g, g, dem)
+    present = nb_g > 0
+    k_g = np.arange(G) // P
+    waves_sim = int(k_g.max()) + 1
+    c = windows.Composition(t, g, G, waves_sim, windows.pad([o["wdem"] for o in outs]),
+                            windows.pad([o["act"] for o in outs]),
+                            windows.pad([o["res"] for o in outs]), chain, m.win)
     mp_idx = [D[u] for u in MP_UNITS]
     dev_idx = [D[u] for u in DEVICE_UNITS]
     rates = np.array([t.l2_per_cycle, t.hbm_per_cycle])
-    waves_sim = -(-len(blk) // p.per_wave) if p.sampled else p.waves
-    k_g = np.arange(G) // P
-    dev_k = np.zeros((max(waves_sim, int(k_g.max()) + 1), 2))
-    np.add.at(dev_k, k_g, dem_g[:, dev_idx])
-    dev_k = (dev_k / rates).max(axis=1)
-    bounds = np.column_stack([ch_g, dem_g[:, mp_idx], np.broadcast_to(dev_k[k_g, None],
-                                                                       (G, 1))])
-    labels = ("latency",) + MP_UNITS + ("HBM",)
-    T_mp = bounds.max(axis=1)
-    which = bounds.argmax(axis=1)
-    dev_which = np.where(dem_g[:, D["HBM"]] / t.hbm_per_cycle >= dem_g[:, D["L2"]] /
-                         t.l2_per_cycle, "HBM", "L2")
-    bound_g = [labels[i] if labels[i] != "HBM" else str(dev_which[j])
-               for j, i in enumerate(which)]
-    s_g = np.where(ch_g > 0, T_mp / np.maximum(ch_g, 1e-300), 1.0)
-    present = nb_g > 0
     # waves: fully simulated ones from their groups; the others estimated
     nblocks, per_wave = p.blocks, p.per_wave
     wave_T, wave_start = [], []
-    mp_dem, mp_chain = _per_mp_means(np.arange(G) % P, (blk % per_wave) % P, dem, ch_g,
-                                     present, P)
+    # unsimulated waves are estimated from the last fully simulated wave (L2 warm, as in
+    # the waves after it), or from every simulated block if no wave is whole
+    whole = len(blk) // per_wave
+    steady = (blk // per_wave) == whole - 1 if whole else np.ones(len(blk), bool)
+    g_steady = present & ((k_g == whole - 1) if whole else True)
+    mp_dem, mp_T = _per_mp_means(np.arange(G) % P, (blk[steady] % per_wave) % P,
+                                 dem[steady], c.T, g_steady, P)
     start = 0.0
     for k in range(p.waves):
         n_k = min(per_wave, nblocks - k * per_wave)
@@ -105,22 +95,24 @@ def launch_record(m) -> LaunchRecord:
         wave_start.append(start)
         if sim_k == n_k:
             sel = present & (k_g == k)
-            T = float(T_mp[sel].max())
+            T = max(float(c.T[sel].max()), float(c.dev_floor[k]))
         else:                       # MP q holds the wave's blocks q, q + P, ... (< n_k)
             j = np.array([len(range(q, n_k, P)) for q in range(P)], np.float64)
             busy = j > 0
-            mp_T = np.maximum(mp_chain, (j[:, None] * mp_dem[:, mp_idx]).max(axis=1))
+            est = np.maximum(mp_T, (j[:, None] * mp_dem[:, mp_idx]).max(axis=1))
+            for q in np.flatnonzero(busy):          # the steady wave's group on MP q,
+                gq = (whole - 1) * P + q if whole else -1   # its windows rescaled
+                if whole and gq < G and present[gq]:
+                    est[q] = c.estimate(gq, j[q] / nb_g[gq])
             dev_T = ((j[:, None] * mp_dem[:, dev_idx]).sum(axis=0) / rates).max()
-            T = max(float(mp_T[busy].max()), float(dev_T))
+            T = max(float(est[busy].max()), float(dev_T))
         wave_T.append(T)
         start += T
     cycles = start
     f = nblocks / len(blk)
-    # stalls: measured, plus contention and idle from the stretch
-    extra = {u: 0.0 for u in labels[1:] + ("L2",)}
-    for j in np.flatnonzero(present & (s_g > 1)):
-        extra[bound_g[j]] += (s_g[j] - 1.0) * cs_g[j]
-    idle = float((s_g * (full_g - cs_g))[present].sum())
+    # stalls: measured, plus contention (window stretch) and idle
+    extra = c.extra(nb_g * wpb)
+    idle = c.idle()
     issued = m.issued_pc.copy()
     d = np.diff(m.sums, axis=1)             # t0 - clock, t1 - t0, issue - t1
     stall = {"memory": d[:, 0].copy(), "scoreboard": d[:, 1].copy(), "issue": d[:, 2].copy(),
@@ -139,33 +131,36 @@ def launch_record(m) -> LaunchRecord:
     stalls = {r: float(stall[r].sum()) for r in STALLS if r != "idle"}
     stalls["idle"] = idle
     warp_cycles = float(issued.sum()) + sum(stalls.values())
-    total_dem = dem.sum(axis=0) * f
+    rest = nblocks - len(blk)                # blocks not simulated, at the steady means
+    total_dem = dem.sum(axis=0) + rest * dem[steady].mean(axis=0)
+    total_flops = float(flops.sum() + rest * flops[steady].mean())
     util = {}
     for u in ("SQMMA", "WMMA", "ALU", "SFU", "LSU", "SHARED", "TME"):
         util[u] = float(total_dem[D[u]] / (cycles * P)) if cycles > 0 else 0.0
     util["HBM"] = float(total_dem[D["HBM"]] / (cycles * t.hbm_per_cycle)) if cycles else 0.0
     dtype = max(m.flop_dtype, key=m.flop_dtype.get) if m.flop_dtype else None
-    slowest = int(np.argmax(np.where(present, T_mp, -1)))
+    slowest = int(np.argmax(np.where(present, c.T, -1)))
     occ = {"blocks_per_mp": p.occ, "warps_per_mp": p.occ * wpb, "limit": p.limit,
            "fraction": min(1.0, p.occ * wpb / t.occupancy["max_warps_per_mp"])}
     rec = LaunchRecord(
         kernel=m._kernel_name, grid=m._grid, sampled=p.sampled, blocks=nblocks,
         blocks_simulated=len(blk), cycles=cycles, clock_hz=t.clock_hz,
-        flops=float(flops.sum() * f), dtype=dtype, hbm_bytes=float(total_dem[D["HBM"]]),
+        flops=total_flops, dtype=dtype, hbm_bytes=float(total_dem[D["HBM"]]),
         peak_tflops=t.peak_flops(dtype) / 1e12, peak_hbm_gbps=t.peak_hbm / 1e9,
         utilization=util, warp_cycles=warp_cycles, stalls=stalls, issued=float(issued.sum()),
         by_line=by_line, by_pc=by_pc, occupancy=occ, waves=p.waves,
         launch_overhead_cycles=t.launch_overhead, machine_hash=t.file.hash,
-        bound=bound_g[slowest], instructions=int(m.issued_pc.sum()))
-    gi = {"s": s_g, "start": np.array(wave_start), "P": P}
-    rec.slices = _slices(m, gi)
-    rec.timeline, rec.bucket_cycles = _timeline(m, outs, gi, cycles)
+        bound=c.bound(slowest), instructions=int(m.issued_pc.sum()))
+    ws = np.array(wave_start)
+    rec.wave_cycles = wave_T
+    rec.slices = _slices(m, c, ws)
+    rec.timeline, rec.bucket_cycles = _timeline(c, ws, cycles, t)
     return rec
 
 
 def _per_mp_means(g_mp, b_mp, dem, ch_g, present, P):
     """Per MP (``P`` of them): the mean demand of the simulated blocks it ran (``b_mp``:
-    each block's MP) and the mean latency bound of its simulated (``present``) groups
+    each block's MP) and the mean (windowed) time of its simulated (``present``) groups
     (``g_mp``: each group's MP); an MP that ran no simulated block takes the launch's
     means. A wave not simulated is estimated MP by MP from these: block ``b`` of every
     wave runs on MP ``b % P``, so work that depends on the block's position in the grid
@@ -182,39 +177,47 @@ def _per_mp_means(g_mp, b_mp, dem, ch_g, present, P):
     return mp_dem, mp_chain
 
 
-def _place(m, blocks, times, gi):
-    g = _groups(m, blocks)
-    k = g // gi["P"]
-    return gi["start"][k] + gi["s"][g] * times, g % gi["P"]
-
-
-def _slices(m, gi) -> list:
+def _slices(m, c, wave_start) -> list:
     out = []
     for blocks, warps, name, start, end in m.slices:
-        s0, mp = _place(m, blocks, start, gi)
-        s1, _ = _place(m, blocks, end, gi)
+        g = _groups(m, blocks)
         unit = name.split()[0] in ("TME", "SQMMA")
+        s0 = c.place(g, start, wave_start)
+        # an engine's operation keeps its modelled duration (a window stretched by
+        # another resource does not slow the engine); a warp's wait stretches with it
+        s1 = s0 + (end - start) if unit else c.place(g, end, wave_start)
         for b, w, a, z, q in zip(blocks.tolist(), warps.tolist(), s0.tolist(), s1.tolist(),
-                                 mp.tolist()):
+                                 (g % c.P).tolist()):
             track = ("unit", q, name.split()[0]) if unit else ("warp", q, b, w)
             out.append(Slice(track, name, a, max(z - a, 0.0), {"block": b, "warp": w}))
     return out
 
 
-def _timeline(m, outs, gi, cycles):
+def _timeline(c, wave_start, cycles, t):
+    """Busy fraction per unit in :data:`BUCKETS` buckets of the launch: each window's
+    demand spread over its stretched extent (MP units over all MPs; L2, HBM over their
+    bandwidth)."""
     if cycles <= 0:
         return {}, 0.0
     bucket = cycles / BUCKETS
+    G, nw, _ = c.dem.shape
+    g = np.repeat(np.arange(G), nw)
+    a = (wave_start[g // c.P] + c.start.ravel())
+    z = a + c.d.ravel()
+    lo = np.minimum((a / bucket).astype(np.int64), BUCKETS - 1)
+    hi = np.minimum((np.maximum(z - 1e-9, a) / bucket).astype(np.int64), BUCKETS - 1)
+    span = (hi - lo + 1).astype(np.float64)
     out = {}
-    for o in outs:
-        for u, blocks, ti, c in o["busy"]:
-            at, _ = _place(m, blocks, ti, gi)
-            b = np.minimum((at / bucket).astype(np.int64), BUCKETS - 1)
-            w = np.broadcast_to(np.asarray(c, np.float64), b.shape)
-            name = DEMAND[u]
-            out[name] = out.get(name, np.zeros(BUCKETS)) + np.bincount(b, w, BUCKETS)
-    cap = bucket * gi["P"]
-    return {k: np.minimum(v / cap, 1.0) for k, v in out.items()}, bucket
+    caps = {u: bucket * c.P for u in MP_UNITS}
+    caps.update(L2=bucket * t.l2_per_cycle, HBM=bucket * t.hbm_per_cycle)
+    for u in MP_UNITS + DEVICE_UNITS:
+        w = c.dem[:, :, D[u]].ravel() / span
+        if not w.any():
+            continue
+        # spread each window's share over buckets lo .. hi (difference array)
+        diff = np.bincount(lo, w, BUCKETS + 1) - np.bincount(hi + 1, w, BUCKETS + 1)
+        out[u] = np.minimum(np.cumsum(diff)[:BUCKETS] / caps[u], 1.0)
+    return out, bucket
 
 
 def _tables(m, prog, issued, stall, idle, n_pc):

@@ -38,7 +38,8 @@ SLICE_CAP = 200_000                 # trace slices kept per launch
 class PcInfo:
     """What the model needs of one instruction, computed once per launch."""
     __slots__ = ("srcs", "dsts", "psrcs", "pdsts", "lat", "pipe", "ii", "unit", "cost",
-                 "kind", "load", "space", "nbytes", "addr", "memload", "dvec", "bar")
+                 "kind", "load", "space", "nbytes", "addr", "memload", "dvec", "bar", "dnz",
+                 "mma_dtype")
 
 
 def _rows(v, spec) -> list[int]:
@@ -113,6 +114,9 @@ def pc_info(ins, t: Timing, pipes: dict) -> PcInfo:
         dvec[D["LSU"]] += 1.0 / t.subcores
     p.memload = bool(p.load and p.space == "GLOBAL")
     p.dvec = dvec
+    p.dnz = [(int(u), float(dvec[u])) for u in np.flatnonzero(dvec)]
+    p.mma_dtype = SQMMA_DTYPE.get(row.attrs.get("ab", ""), "bf16") if row.unit == "WMMA" \
+        else None
     return p
 
 
@@ -154,7 +158,9 @@ class TimingMachine(Machine):
         self.blocks_out: list = []          # per wave: compose.BlockStats
         self.slices: list = []              # (block, warp, name, start, end) arrays
         self.nslices = 0
-        self.busy: list = []                # (unit, issue times, cost) for the timeline
+        self.busy: list = []                # demand log: (unit, warps, times, cost)
+        self._pend = ()                     # an LSU instruction's demands, until it issues
+        self.win = None                     # window of the composition (cycles)
         self.flop_dtype: dict = {}
         self._lat = None
         self._scratch = np.empty((4, 64))
@@ -211,6 +217,7 @@ class TimingMachine(Machine):
             self.pc_dem[step.pc, D["SHARED"]] += fronts.sum()
             self.wdem[warps, D["LSU"]] += 1.0 / t.subcores
             self.pc_dem[step.pc, D["LSU"]] += nw / t.subcores
+            self._pend = ((D["SHARED"], fronts), (D["LSU"], 1.0 / t.subcores))
             return
         lat, moved, hbm, l2 = memory.global_access(t, self.l2, addr, mask, p.nbytes, nw,
                                                   not p.load, st.block_ids[warps // self.wpb])
@@ -219,6 +226,7 @@ class TimingMachine(Machine):
         for u, v in (("LSU", lsu), ("HBM", hbm), ("L2", l2)):
             self.wdem[warps, D[u]] += v
             self.pc_dem[step.pc, D[u]] += v.sum()
+        self._pend = ((D["LSU"], lsu), (D["HBM"], hbm), (D["L2"], l2))
 
     def on_issue(self, pc: int, row, warps: np.ndarray) -> None:
         self.stats.steps += 1
@@ -267,11 +275,17 @@ class TimingMachine(Machine):
             self.pready[w2, p.pdsts] = (ti + lat)[:, None]
         self.wdem[w1] += p.dvec
         self.pc_dem[pc] += nw * p.dvec
-        if p.unit >= 0:
-            self.busy.append((p.unit, warps, ti, p.cost))
+        ti = ti.copy()                          # (B is scratch) the demand log keeps it
+        log = self.busy
+        for u, v in p.dnz:
+            log.append((u, warps, ti, v))
+        if self._pend:
+            for u, v in self._pend:
+                log.append((u, warps, ti, v))
+            self._pend = ()
         if p.kind == "WMMA":
             self.flops[w1] += p.cost * self.t.wmma_rate
-            self.flop_dtype["bf16"] = self.flop_dtype.get("bf16", 0) + \
+            self.flop_dtype[p.mma_dtype] = self.flop_dtype.get(p.mma_dtype, 0) + \
                 nw * p.cost * self.t.wmma_rate
         if p.bar:
             self.bar_arrive[w1] = ti      # issue-to-release: the bar latency
@@ -336,7 +350,8 @@ class TimingMachine(Machine):
         for u, v in (("TME", nbytes / t.tme_per_cycle), ("HBM", hbm), ("L2", nbytes)):
             np.add.at(self.wdem[:, D[u]], warps, v)
             self.pc_dem[c.pc, D[u]] += float(v.sum())
-        self.busy.append((D["TME"], warps, start, nbytes / t.tme_per_cycle))
+        for u, v in (("TME", nbytes / t.tme_per_cycle), ("HBM", hbm), ("L2", nbytes)):
+            self.busy.append((D[u], warps, start, v))
         if load:
             np.maximum.at(self.phase_t, c.keys, done)
         else:

@@ -62,18 +62,19 @@ def blocks_per_mp(program, t) -> tuple[int, str]:
 
 def plan(program, grid: tuple, t, sample) -> Plan:
     """The plan of a launch of ``program`` over ``grid`` with sampling ``sample`` (None:
-    automatic, more than ``auto_sample_waves`` waves simulate the first wave; False: every
-    block; "wave": the first wave; an int: that many blocks)."""
+    automatic: grids of more than ``auto_sample_waves`` waves are sampled as "wave";
+    False: every block; "wave": the first ``sample_waves`` waves; an int: that many
+    blocks)."""
     occ, limit = blocks_per_mp(program, t)
     nblocks = grid[0] * grid[1] * grid[2]
     per_wave = t.mp_count * occ
     waves = max(1, -(-nblocks // per_wave))
     if sample is None:
-        n = per_wave if waves > t.auto_sample_waves else nblocks
+        n = t.sample_waves * per_wave if waves > t.auto_sample_waves else nblocks
     elif sample is False:
         n = nblocks
     elif sample == "wave":
-        n = per_wave
+        n = t.sample_waves * per_wave
     else:
         n = int(sample)
     return Plan(occ, limit, max(1, program.threads // t.warp_size), per_wave, waves,

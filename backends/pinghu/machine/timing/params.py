@@ -55,6 +55,7 @@ class Timing:
         self.l2_per_cycle = float(v("memory", "l2_bytes_per_s")) / self.clock_hz
         self.launch_overhead = float(v("device", "launch_overhead_us")) * 1e-6 * self.clock_hz
         self.auto_sample_waves = int(v("model", "auto_sample_waves"))
+        self.sample_waves = int(v("model", "sample_waves"))
         self.occupancy = {k: int(v("device", k)) for k in (
             "register_file", "shared_per_mp", "max_warps_per_mp", "max_blocks_per_mp",
             "barriers_per_mp")}

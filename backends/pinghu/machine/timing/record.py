@@ -84,6 +84,7 @@ class LaunchRecord:
     bucket_cycles: float = 0.0
     start: float = 0.0              # on the session's device timeline (cycles)
     instructions: int = 0           # warp-instructions simulated
+    wave_cycles: list = field(default_factory=list)  # each wave's time (estimated: sampled)
 
     @property
     def end(self) -> float:
