@@ -14,15 +14,19 @@ from .types import BarrierType, DescType, ScalarType, SharedType, TileType
 
 _ISA = machines.default()
 SHARED_BYTES = _ISA.value("isa", "shared_bytes")      # per block (192 KiB)
+SQUAD_THREADS = _ISA.value("isa", "warp_size") * _ISA.value("isa", "squad_warps")  # 128
 BARRIER_IDS = _ISA.value("isa", "barrier_ids")        # AsyncBarrier ids per block ...
-USABLE_BARRIERS = BARRIER_IDS - _ISA.value("isa", "reserved_barriers")   # ... one reserved
+USABLE_BARRIERS = BARRIER_IDS - _ISA.value("isa", "reserved_barriers")   # ... the last reserved
 SWIZZLES = (0, 16, 32, 64)          # bytes; 0 = no swizzle
 MAX_DESC_RANK = 5
-TME_UNIT = 16                       # TME moves 16-byte units: inner box rows, global strides
+TME_UNIT = 16                       # shared side: TME and SQMMA move 16-byte rows
+TME_GLOBAL_ALIGN = _ISA.value("isa", "tme_global_align")     # global base and strides
+TME_MIN_BOX_BYTES = _ISA.value("isa", "tme_min_box_bytes")   # the smallest box
 SHARED_ALIGN = 256                  # TME / SQMMA shared buffers
-SQMMA_M = (16, 32, 64, 128)         # per WarpSquad
-SQMMA_N = (16, 32, 64, 128)
-SQMMA_K_BYTES = (32, 64, 128)       # the K span of one instruction
+# (M, N) of one SQMMA instruction per WarpSquad, and those TF32 has only with K-major A, B
+SQMMA_MN = tuple(tuple(mn) for mn in _ISA.value("isa", "sqmma_mn"))
+SQMMA_TF32_KMAJOR_MN = tuple(tuple(mn) for mn in _ISA.value("isa", "sqmma_tf32_kmajor_mn"))
+SQMMA_K_BYTES = tuple(_ISA.value("isa", "sqmma_k_bytes"))    # the K span of one instruction
 FP8 = ("f8e4m3", "f8e5m2")
 NO_TME = ("f8e4b8", "f8e5b16")      # the TME info word's 4-bit element code is full
 
@@ -38,11 +42,33 @@ def sqmma_operand_ok(a: ScalarType, b: ScalarType) -> bool:
     """Whether SQMMA multiplies an ``a`` operand by a ``b`` operand."""
     if a.name in FP8 and b.name in FP8:
         return True
-    return a == b and a.name in ("f16", "bf16", "f32", "i8")
+    return a == b and a.name in ("f16", "bf16", "f32", "i8", "u8")
 
 
 def sqmma_acc_type(a: ScalarType) -> ScalarType:
-    return T.i32 if a == T.i8 else T.f32
+    """The accumulator of SQMMA on ``a`` operands: i32 for i8, u32 for u8, else f32."""
+    return {"i8": T.i32, "u8": T.u32}.get(a.name, T.f32)
+
+
+def sqmma_instr_shapes(element: ScalarType, trans_a: bool, trans_b: bool) -> tuple:
+    """The (M per WarpSquad, N) of the SQMMA instructions for operands of ``element``
+    stored as ``trans_a`` (A MN-major) and ``trans_b`` (B K-major) say: TF32 has some
+    shapes only with K-major A and B."""
+    if element == T.f32 and (trans_a or not trans_b):
+        return tuple(mn for mn in SQMMA_MN if mn not in SQMMA_TF32_KMAJOR_MN)
+    return SQMMA_MN
+
+
+def sqmma_tiling(m: int, n: int, shapes) -> tuple | None:
+    """The instruction (M, N) of ``shapes`` that tiles an m x n accumulator in the fewest
+    instructions (the taller of equals), or None when none tiles it."""
+    fits = [(mi, ni) for mi, ni in shapes if m % mi == 0 and n % ni == 0]
+    return max(fits, key=lambda s: (s[0] * s[1], s[0]), default=None)
+
+
+def sqmma_shapes_text(shapes) -> str:
+    """``16x64, 32x32, ...``: instruction shapes for a message."""
+    return ", ".join(f"{m}x{n}" for m, n in shapes)
 
 
 # ---------------------------------------------------------------- checks
@@ -64,7 +90,7 @@ def _infer_alloc_shared(ts, a):
     ty = SharedType(shape, el, sw)
     need(shape[-1] * el.itemsize % TME_UNIT == 0,
          f"a shared buffer's rows must be a multiple of {TME_UNIT} bytes (TME and SQMMA move "
-         f"16-byte units): {shape[-1]} x {el} is {shape[-1] * el.itemsize} bytes")
+         f"{TME_UNIT}-byte units): {shape[-1]} x {el} is {shape[-1] * el.itemsize} bytes")
     need(ty.nbytes <= SHARED_BYTES, f"shared buffer {ty} needs {ty.nbytes} bytes; a block has "
          f"{SHARED_BYTES} (192 KiB)")
     return [ty]
@@ -121,6 +147,9 @@ def _check_tme(desc, smem, coords, what):
     inner = desc.block[-1] * desc.element.itemsize
     need(inner % TME_UNIT == 0, f"{what}: the box's inner dim is {inner} bytes; TME copies "
          f"rows of a multiple of {TME_UNIT} bytes")
+    total = smem.nbytes
+    need(total >= TME_MIN_BOX_BYTES, f"{what}: the box {'x'.join(map(str, desc.block))} of "
+         f"{desc.element} is {total} bytes; a TME box is at least {TME_MIN_BOX_BYTES} bytes")
 
 
 def _check_tme_load(op):
@@ -148,17 +177,26 @@ def _infer_sqmma(ts, a):
         need(isinstance(t, SharedType) and len(t.shape) == 2,
              f"sqmma operand {nm} must be a 2-D shared buffer, got {t}")
     need(sqmma_operand_ok(x.element, y.element), f"SQMMA has no {x.element} x {y.element} form "
-         "(bf16, f16, f32 as tf32, i8, and fp8 e4m3/e5m2 in any mix)")
-    m, n, k = sqmma_shapes(x, y, a.get("trans_a", False), a.get("trans_b", False))
+         "(bf16, f16, f32 as tf32, i8, u8, and fp8 e4m3/e5m2 in any mix)")
+    ta, tb = a.get("trans_a", False), a.get("trans_b", False)
+    m, n, k = sqmma_shapes(x, y, ta, tb)
     want = TileType((m, n), sqmma_acc_type(x.element))
     need(acc == want, f"sqmma accumulator must be {want}, got {acc}")
-    need(n in SQMMA_N, f"SQMMA N is one of {', '.join(map(str, SQMMA_N))}, got {n}")
-    need(m % 16 == 0 and m // 16 & (m // 16 - 1) == 0 and m <= 128 * 8,
-         f"SQMMA M is 16, 32, 64 or 128 per WarpSquad; got {m}")
+    shapes = sqmma_instr_shapes(x.element, ta, tb)
+    need(sqmma_tiling(m, n, shapes) is not None,
+         f"no SQMMA instructions tile a {m}x{n} accumulator: one instruction is M x N (M per "
+         f"WarpSquad) {sqmma_shapes_text(shapes)}" + _tf32_note(x.element, shapes))
     ks = sqmma_k_choices(x.element)
     need(k % ks[0] == 0, f"SQMMA on {x.element} steps K by {', '.join(map(str, ks))}; "
          f"K={k} is not a multiple of {ks[0]}")
     return [acc]
+
+
+def _tf32_note(element: ScalarType, shapes) -> str:
+    if element != T.f32 or len(shapes) == len(SQMMA_MN):
+        return ""
+    return (f" ({sqmma_shapes_text(SQMMA_TF32_KMAJOR_MN)} for f32 as tf32 need K-major A and "
+            f"B: A stored M x K, B stored N x K with trans_b)")
 
 
 def _check_shared_store(op):
@@ -212,8 +250,9 @@ define("ph.tme_store", ("desc", "smem", "coords*"), check=_check_tme_store, **_N
        doc="TME copy of smem to the descriptor's block at coords (out-of-bounds dropped)")
 define("ph.tme_store_wait", (), **_NONE, doc="wait until this block's TME stores completed")
 define("ph.sqmma", ("a", "b", "acc"), attrs=("accumulate",),
-       optional_attrs=("trans_a", "trans_b"), infer=_infer_sqmma, pure=False, category="pinghu",
-       doc="asynchronous WarpSquad MMA: a @ b (+ acc) from shared operands")
+       optional_attrs=("trans_a", "trans_b", "neg_a", "neg_b"), infer=_infer_sqmma, pure=False,
+       category="pinghu",
+       doc="asynchronous WarpSquad MMA: (-)a @ (-)b (+ acc) from shared operands")
 define("ph.sqmma_wait", ("deps*",), infer=lambda ts, a: list(ts), pure=False, category="pinghu",
        doc="wait for the squad's SQMMAs; returns deps, now complete")
 define("ph.fence_shared", (), **_NONE,
@@ -229,4 +268,5 @@ define("ph.sync", (), **_NONE, doc="wait for every warp of the block (inside a p
 define("ph.desc_aligned", ("desc",), infer=lambda ts, a: [T.i1], category="pinghu",
        check=lambda op: need(isinstance(op.operands[0].type, DescType), "desc_aligned needs "
                              f"a descriptor, got {op.operands[0].type}"),
-       doc="whether TME can copy through the descriptor (16-byte aligned base and strides)")
+       doc=f"whether TME can copy through the descriptor ({TME_GLOBAL_ALIGN}-byte aligned base "
+           "and strides, contiguous rows)")

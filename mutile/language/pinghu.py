@@ -22,9 +22,11 @@ only (the llvm backend reports the first ``ph`` op it meets). A whole pipelined 
 (the complete kernel is ``kernels/pinghu_gemm.py``, installed as
 ``mutile.kernels.pinghu_gemm``; ``docs/pinghu-async.md`` walks through it). Rules the compiler checks, each a CompilationError at the line:
 shared buffers total at most 192 KiB and are 256-byte aligned; a block has 63 usable
-AsyncBarriers; TME boxes have rank <= 5 and rows of a multiple of 16 bytes; SQMMA takes
-M 16/32/64/128 per WarpSquad, N 16/32/64/128, K in steps of 32/64/128 bytes, operands
-bf16, f16, f32 (as tf32), i8 or fp8 (e4m3/e5m2, mixable).
+AsyncBarriers; TME boxes have rank <= 5, rows of a multiple of 16 bytes and at least 32
+bytes; SQMMA covers each WarpSquad's part of the accumulator with instructions of one M x N
+of 16x64, 32x32, 32x64, 32x128, 64x16, 64x32, 64x64, 64x128, 128x32, 128x64, 128x128
+(TF32 128x64 only with K-major A and B), K in steps of 32/64/128 bytes, operands bf16, f16,
+f32 (as tf32), i8, u8 or fp8 (e4m3/e5m2, mixable).
 """
 from __future__ import annotations
 
@@ -227,17 +229,21 @@ def tme_store_wait(_builder=None) -> None:
 
 
 @builtin
-def sqmma(a, b, acc=None, accumulate=True, trans_a=False, trans_b=False,
-          _builder=None) -> tensor:
+def sqmma(a, b, acc=None, accumulate=True, trans_a=False, trans_b=False, neg_a=False,
+          neg_b=False, _builder=None) -> tensor:
     """Start a WarpSquad MMA: ``a @ b + acc`` (``accumulate=False`` or ``acc=None``:
     ``a @ b``) with both operands in shared memory. ``trans_a``: ``a`` is stored K x M;
-    ``trans_b``: ``b`` is stored N x K (as for ``q @ k.T``). The result is valid after
+    ``trans_b``: ``b`` is stored N x K (as for ``q @ k.T``). ``neg_a`` / ``neg_b``
+    (constexpr; the instruction's ScaleIn): multiply ``-a`` / ``-b`` instead (e.g.
+    ``acc - a @ b`` with ``neg_a=True``). The result is valid after
     :func:`sqmma_wait`: ``acc = ph.sqmma(a_s[s], b_s[s], acc); acc = ph.sqmma_wait(acc)``.
-    Needs ``num_warps`` a multiple of 4 (the accumulator's rows split over the squads)."""
+    Needs ``num_warps`` a multiple of 4 (the accumulator's rows split over the squads);
+    each squad's part is covered by instructions of one of the machine's M x N shapes."""
     bld = _builder
     ha, hb = _smem(a, "operand"), _smem(b, "operand")
     accumulate = bool(_unwrap(accumulate))
     ta, tb = bool(_unwrap(trans_a)), bool(_unwrap(trans_b))
+    na, nb = bool(_unwrap(neg_a)), bool(_unwrap(neg_b))
     if acc is None:
         at, bt = ha.type, hb.type
         if not (isinstance(at, T.SharedType) and isinstance(bt, T.SharedType)
@@ -254,6 +260,10 @@ def sqmma(a, b, acc=None, accumulate=True, trans_a=False, trans_b=False,
         attrs["trans_a"] = True
     if tb:
         attrs["trans_b"] = True
+    if na:
+        attrs["neg_a"] = True
+    if nb:
+        attrs["neg_b"] = True
     return tensor(_make(bld, "ph.sqmma", [ha, hb, acc.handle], attrs).result)
 
 

@@ -5,7 +5,7 @@ block_shape)``) and mutile's short form ``TensorDescriptor(array, block_shape)``
 A descriptor argument names a global array read and written in blocks of
 ``block_shape`` (``desc.load([i, j])``, or TME copies with ``mutile.language.pinghu``).
 The kernel receives it as its base pointer, its dims and its strides (in elements); on
-Pinghu it becomes a TME descriptor (rank <= 5; base and non-inner strides 16-byte aligned
+Pinghu it becomes a TME descriptor (rank <= 5; base and non-inner strides 4-byte aligned
 for TME copies, checked when a copy is issued). ``block_shape`` may be set after
 construction (a launch hook does, as Triton's attention tutorial's ``pre_hook``): the
 kernel is specialized for the block shape the descriptor has at launch.

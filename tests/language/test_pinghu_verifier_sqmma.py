@@ -8,6 +8,7 @@ import mutile
 import mutile.language as ml
 import mutile.language.pinghu as ph
 from mutile.ir import types as T
+from mutile.runtime.compile import frontend_and_passes
 
 from .pinghu_verify_kit import (F32_64, P32, _plain_environment, check_at_mark,  # noqa: F401
                                refused, warm)
@@ -32,31 +33,56 @@ def sqmma_spec(da, db, m, n, k, ta=False, tb=False):
 @pytest.mark.parametrize("da,db", [(T.bf16, T.f16), (T.f16, T.bf16), (T.f16, T.f32),
                                    (T.f32, T.bf16), (T.i8, T.bf16), (T.i8, T.f8e4m3),
                                    (T.f8e5m2, T.i8), (T.f64, T.f64), (T.i16, T.i16),
-                                   (T.u8, T.u8), (T.i32, T.i32)], ids=str)
+                                   (T.u8, T.i8), (T.i8, T.u8), (T.u8, T.f8e4m3),
+                                   (T.i32, T.i32)], ids=str)
 def test_sqmma_operand_types(da, db):
     e = refused(k_sqmma, **sqmma_spec(da, db, 64, 64, 64))
     check_at_mark(e, k_sqmma, f"SQMMA has no {da} x {db} form")
 
 
 @pytest.mark.parametrize("da,db", [(T.bf16, T.bf16), (T.f16, T.f16), (T.f32, T.f32),
-                                   (T.i8, T.i8), (T.f8e4m3, T.f8e5m2),
+                                   (T.i8, T.i8), (T.u8, T.u8), (T.f8e4m3, T.f8e5m2),
                                    (T.f8e5m2, T.f8e4m3)], ids=str)
 def test_sqmma_legal_operand_types_compile(da, db):
     warm(k_sqmma, **sqmma_spec(da, db, 64, 64, 64))
 
 
-@pytest.mark.parametrize("tb", [False, True])
-@pytest.mark.parametrize("n", [8, 256, 512])
-def test_sqmma_n(n, tb):
-    e = refused(k_sqmma, **sqmma_spec(T.bf16, T.bf16, 64, n, 32, tb=tb))
-    check_at_mark(e, k_sqmma, "SQMMA N is one of 16, 32, 64, 128", f"got {n}")
+SHAPES = ("16x64, 32x32, 32x64, 32x128, 64x16, 64x32, 64x64, 64x128, 128x32, 128x64, "
+          "128x128")                       # the machine file's SQMMA instructions (M x N)
 
 
-@pytest.mark.parametrize("ta", [False, True])
-@pytest.mark.parametrize("m", [8, 2048])
-def test_sqmma_m(m, ta):
-    e = refused(k_sqmma, **sqmma_spec(T.bf16, T.bf16, m, 64, 32, ta=ta))
-    check_at_mark(e, k_sqmma, "SQMMA M is 16, 32, 64 or 128 per WarpSquad", f"got {m}")
+@pytest.mark.parametrize("ta,tb", [(False, False), (True, True)])
+@pytest.mark.parametrize("m,n", [(64, 8), (8, 64), (16, 16), (16, 32), (32, 16), (8, 8)])
+def test_sqmma_tile_no_instructions_cover(m, n, ta, tb):
+    """Only the machine file's M x N exist (not every M x N of 16 .. 128): an
+    accumulator no grid of one of them tiles is refused, naming them."""
+    e = refused(k_sqmma, **sqmma_spec(T.bf16, T.bf16, m, n, 32, ta=ta, tb=tb))
+    check_at_mark(e, k_sqmma, f"no SQMMA instructions tile a {m}x{n} accumulator",
+                  f"one instruction is M x N (M per WarpSquad) {SHAPES}")
+
+
+@pytest.mark.parametrize("ta,tb,note", [(False, False, True), (True, True, True),
+                                        (False, True, False)])
+def test_sqmma_tf32_shapes_depend_on_the_majors(ta, tb, note):
+    """f32 operands (as tf32) have 128x64 only with K-major A and B (A stored M x K, B
+    stored N x K): the refusal names the shapes the operands' majors allow."""
+    e = refused(k_sqmma, **sqmma_spec(T.f32, T.f32, 16, 16, 8, ta=ta, tb=tb))
+    shapes = SHAPES if not note else SHAPES.replace(", 128x64", "")
+    check_at_mark(e, k_sqmma, "no SQMMA instructions tile a 16x16 accumulator",
+                  f"(M per WarpSquad) {shapes}")
+    assert ("128x64 for f32 as tf32 need K-major A and B" in e.msg) == note, e.msg
+
+
+@pytest.mark.parametrize("m,n", [(64, 256), (256, 64), (16, 128), (128, 16), (1024, 64),
+                                 (32, 512)])
+def test_sqmma_tiles_larger_than_an_instruction_pass_the_verifier(m, n):
+    """The IR's SQMMA is any tile a grid of instructions covers (codegen splits it over
+    the squads and into instructions; tests/backends/pinghu/codegen/test_sqmma.py runs
+    such splits)."""
+    _, stages, _ = frontend_and_passes(k_sqmma, sqmma_spec(T.bf16, T.bf16, m, n, 32),
+                                       {"backend": "pinghu"}, verify=True)
+    text = stages[list(stages)[-1]]
+    assert f"tile<{m}x{n}xf32>" in text and "ph.sqmma" in text, text
 
 
 @pytest.mark.parametrize("m,n", [(64, 48), (48, 64), (96, 64)])
@@ -66,17 +92,22 @@ def test_sqmma_m_n_not_powers_of_two(m, n):
     check_at_mark(e, k_sqmma, f"shape [{m}, {n}]: every dim must be a power of two")
 
 
-@pytest.mark.parametrize("m,warps,per_squad", [(16, 8, "8"), (32, 16, "8"), (256, 4, "256"),
-                                               (512, 4, "512")])
-def test_sqmma_m_per_warp_squad(m, warps, per_squad):
-    e = refused(k_sqmma, num_warps=warps, **sqmma_spec(T.bf16, T.bf16, m, 64, 32))
-    check_at_mark(e, k_sqmma, "SQMMA M per WarpSquad is 16, 32, 64, 128",
-                  f"{m} rows over {warps // 4} squad(s) gives {per_squad}")
+@pytest.mark.parametrize("m,n,warps,part", [(16, 64, 8, "8x64"), (32, 64, 16, "8x64"),
+                                             (64, 16, 8, "32x16"), (32, 32, 8, "16x32"),
+                                             (128, 16, 32, "16x16")])
+def test_sqmma_part_of_a_squad_no_instructions_cover(m, n, warps, part):
+    """The IR tile is covered (the verifier passes), but the rows split over more squads
+    leave each a part no instruction shape tiles: codegen refuses it at the line."""
+    e = refused(k_sqmma, num_warps=warps, **sqmma_spec(T.bf16, T.bf16, m, n, 32))
+    check_at_mark(e, k_sqmma, "no SQMMA instructions tile the accumulator's part of one "
+                  f"WarpSquad: {m} rows over {warps // 4} squad(s) give {part}", SHAPES)
 
 
-@pytest.mark.parametrize("m,warps", [(16, 4), (128, 4), (256, 8), (64, 8)])
-def test_sqmma_m_per_squad_legal_compiles(m, warps):
-    warm(k_sqmma, num_warps=warps, **sqmma_spec(T.bf16, T.bf16, m, 64, 32))
+@pytest.mark.parametrize("m,n,warps", [(16, 64, 4), (128, 32, 4), (256, 64, 8), (64, 64, 8),
+                                       (16, 128, 4), (128, 16, 4), (256, 64, 4),
+                                       (64, 256, 4)])
+def test_sqmma_m_per_squad_legal_compiles(m, n, warps):
+    warm(k_sqmma, num_warps=warps, **sqmma_spec(T.bf16, T.bf16, m, n, 32))
 
 
 @pytest.mark.parametrize("dt,k,step", [(T.bf16, 8, 16), (T.bf16, 24, 16), (T.f16, 40, 16),

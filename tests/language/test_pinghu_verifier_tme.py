@@ -181,14 +181,44 @@ def test_tme_store_one_coordinate_per_dim():
 
 
 @mutile.jit
-def k_tme_const_stride(a_ptr):
-    d = ml.make_tensor_descriptor(a_ptr, shape=[64, 100], strides=[100, 1],
+def k_tme_const_stride(a_ptr, LD: ml.constexpr):
+    d = ml.make_tensor_descriptor(a_ptr, shape=[64, 100], strides=[LD, 1],
                                   block_shape=[64, 64])
     a_s = ph.alloc_shared((64, 64), ml.bfloat16)
     bar = ph.alloc_barrier(1)
     ph.tme_load(d, [0, 0], a_s, bar)  # LINE-MARK: tme_load
 
 
-def test_tme_constant_stride_not_16_byte_multiple():
-    e = refused(k_tme_const_stride, T.PointerType(T.bf16))
-    check_at_mark(e, k_tme_const_stride, "multiple of 16 bytes", "200 bytes")
+@pytest.mark.parametrize("ld", [101, 99, 103])
+def test_tme_constant_stride_not_4_byte_multiple(ld):
+    """TME's global strides are multiples of the machine file's 4 bytes."""
+    e = refused(k_tme_const_stride, T.PointerType(T.bf16), LD=ld)
+    check_at_mark(e, k_tme_const_stride, "TME needs strides of a multiple of 4 bytes",
+                  f"{ld} x 2 = {2 * ld} bytes")
+
+
+@pytest.mark.parametrize("ld", [100, 102, 64])
+def test_tme_constant_stride_4_byte_multiple_compiles(ld):
+    """200 or 204 bytes are not multiples of 16 (the old rule) but of 4: accepted."""
+    warm(k_tme_const_stride, T.PointerType(T.bf16), LD=ld)
+
+
+@mutile.jit
+def k_tme_small_box(a_desc, R: ml.constexpr, C: ml.constexpr):
+    a_s = ph.alloc_shared((R, C), ml.float16)
+    full = ph.alloc_barriers(1)
+    ph.barrier_expect_tx(full[0], R * C * 2)
+    ph.tme_load(a_desc, [0, 0], a_s, full[0])  # LINE-MARK: ph.tme_load
+    ph.barrier_wait(full[0], 0)
+
+
+def test_tme_box_at_least_32_bytes():
+    """A box of one 16-byte row is refused: TME boxes have at least 32 bytes."""
+    e = refused(k_tme_small_box, T.DescType(T.f16, (1, 8)), R=1, C=8)
+    check_at_mark(e, k_tme_small_box, "tme_load: the box 1x8 of f16 is 16 bytes; a TME box is "
+                  "at least 32 bytes")
+
+
+@pytest.mark.parametrize("r,c", [(1, 16), (2, 8)])
+def test_tme_box_of_32_bytes_compiles(r, c):
+    warm(k_tme_small_box, T.DescType(T.f16, (r, c)), R=r, C=c)

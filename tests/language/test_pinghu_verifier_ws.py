@@ -184,8 +184,8 @@ def test_ws_sqmma_partition_warps_multiple_of_4(w):
                                            (20, 64, "12.8"), (8, 16, "8")])
 def test_ws_sqmma_m_per_warp_squad_of_a_partition(w, m, per_squad):
     e = refused(k_ws_sqmma_warps, P32, W=w, M=m)
-    check_at_mark(e, p_sqmma, "SQMMA M per WarpSquad is 16, 32, 64, 128",
-                  f"{m} rows over {w // 4} squad(s) gives {per_squad}")
+    check_at_mark(e, p_sqmma, "no SQMMA instructions tile the accumulator's part of one "
+                  f"WarpSquad: {m} rows over {w // 4} squad(s) give {per_squad}x64")
 
 
 def test_ws_sqmma_partition_of_8_warps_compiles():

@@ -21,7 +21,7 @@ from .context import LOWERINGS, Codegen, cvt_name, width
 # importing the lowering modules registers their ops
 from .lowering import asynchronous, atomic  # noqa: F401
 from .lowering import control, debug, descriptors, dot, elementwise  # noqa: F401
-from .lowering import memory, reduce, scan, shape, vector  # noqa: F401
+from .lowering import memory, reduce, scan, shape, sqmma, vector  # noqa: F401
 from .regalloc import PredicatePressure, build_program
 from .values import VR, Uniform
 
@@ -46,7 +46,7 @@ def walk(cg: Codegen, block) -> list:
         cg.inflight = set(stack[-1][0])
     for op in block.ops:
         cg.loc = op.loc
-        asynchronous.check_inflight(cg, op)
+        sqmma.check_inflight(cg, op)
         if op.name in ("yield", "condition"):
             if stack:
                 stack[-1][1].update(cg.inflight)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import struct
 import sys
 
+from mutile.ir.ops_pinghu import BARRIER_IDS, USABLE_BARRIERS
+
 from . import encoding as E
 from . import tensor_memory as TM
 from .instr import INSTRS, LATENCY_CLASSES, UNITS
@@ -190,8 +192,9 @@ def _async() -> list[str]:
             f"  Element codes: {codes}.",
             "- **Box operand** (u32): bits `4i..4i+3` hold log2 of box dim `i` (outermost "
             "first), bits 24-25",
-            f"  the swizzle code ({swz} bytes). The box's innermost dim is a multiple of 16 "
-            "bytes; its",
+            f"  the swizzle code ({swz} bytes). The box's innermost dim is a multiple of "
+            f"{TM.ROW_UNIT} bytes, the box",
+            f"  at least {TM.TME_MIN_BOX_BYTES} bytes; its",
             f"  shared address is {TM.SHARED_ALIGN}-byte aligned; it is stored row-major, "
             "element `j` at",
             "  `swizzle(s + j * size)`.",
@@ -205,12 +208,17 @@ def _async() -> list[str]:
             "  is at `swizzle(start + r * stride + c * size)`. `trans` bit 0: A is stored "
             "MN-major (rows k)",
             "  instead of K-major (rows m); bit 1: B is stored K-major (rows n) instead of "
-            "MN-major (rows k).",
+            "MN-major (rows k);",
+            "  rows whose trans is the `kmajor` kind exist with K-major A and B only. `neg` "
+            "(ScaleIn) bit 0",
+            "  multiplies -A, bit 1 -B; `scale` (ScaleOut) 0 ignores D's old value.",
             "- **SQMMA accumulator**: thread `i` of the WarpSquad (`tid % 128`) holds elements "
             "`[i*E, (i+1)*E)`",
             "  of the row-major m x n D tile in its group `R[d:d+E]`, `E = m*n/128`.",
-            "- **AsyncBarrier ids** 0 .. 62 per block (63 is reserved); arrivals are counted "
-            "per warp."]
+            f"- **AsyncBarrier ids** 0 .. {USABLE_BARRIERS - 1} per block ("
+            + (f"{USABLE_BARRIERS}" if BARRIER_IDS - USABLE_BARRIERS == 1 else
+               f"{USABLE_BARRIERS} .. {BARRIER_IDS - 1}")
+            + " reserved); arrivals are counted per warp."]
 
 
 def _table(head, rows) -> list[str]:
@@ -220,11 +228,12 @@ def _table(head, rows) -> list[str]:
 
 def _wmma() -> list[str]:
     out = ["", "## WMMA fragments", "",
-           "The layouts of PTX `mma.sync` (`backends/pinghu/isa/wmma.py`): with `g = laneid >> 2`",
+           "The layouts of PTX `mma.sync`, and for the wider shapes those side by side",
+           "(`backends/pinghu/isa/wmma.py`): with `g = laneid >> 2`",
            "and `t = laneid & 3`, a lane's fragment holds these (row, column) elements in",
            "order. 16-bit A and B elements pack two per register (element 2j in the low",
            "half of register j); tf32 and f32 elements take a register each. D is laid out",
-           "like C.", ""]
+           "like C. A layout's name is its shape (16-bit inputs) or shape.TF32.", ""]
     for shape, ops in FRAGMENTS.items():
         rows = [(op, ", ".join(f"({r}, {c})" for r, c in entries)) for op, entries in ops.items()]
         out += [f"**{shape}**", ""] + _table(["fragment", "elements"], rows) + [""]

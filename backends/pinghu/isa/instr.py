@@ -141,7 +141,8 @@ def _expected(spec: OperandSpec) -> str:
     return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " or " + words[-1]
 
 
-_WIDTH_WORD = {1: "a register", 2: "a register pair", 4: "a register quad"}
+_WIDTH_WORD = {1: "a register", 2: "a register pair", 4: "a register quad",
+               8: "an aligned run of 8 registers"}
 _EXPECT = {
     Reg: lambda s: _WIDTH_WORD[s.width],
     Run: lambda s: f"a run of {s.group} registers" if s.group else "a run",

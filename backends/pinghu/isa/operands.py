@@ -12,6 +12,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from mutile.ir.ops_pinghu import BARRIER_IDS, USABLE_BARRIERS
+
 RZ = 255          # register index that reads 0; writes to it are dropped
 PT = 255          # predicate index that reads true; writes to it are dropped
 MAX_REG = 254     # R0 .. R254 are real registers
@@ -154,9 +156,12 @@ IMM_KINDS = {k.name: k for k in [
     ImmKind("b32", -2**31, 2**32 - 1, doc="32 raw bits, written signed or unsigned"),
     ImmKind("lane", 0, 31, doc="a lane index or lane mask"),
     ImmKind("bar", 0, 15, doc="a barrier id"),
-    ImmKind("abar", 0, 63, doc="an AsyncBarrier id (63 is reserved: using it faults)"),
+    ImmKind("abar", 0, BARRIER_IDS - 1, doc=f"an AsyncBarrier id (ids from {USABLE_BARRIERS} "
+            f"on are reserved: using one faults)"),
     ImmKind("u1", 0, 1, doc="a flag, 0 or 1; encoded in 8 bits", short=True),
     ImmKind("u2", 0, 3, doc="two flag bits; encoded in 8 bits", short=True),
+    ImmKind("kmajor", 2, 2, doc="the majors of a row that exists only with K-major A and B: "
+            "2; encoded in 8 bits", short=True),
     ImmKind("f32", is_float=True, doc="an f32 value: decimal, inf, nan, or 0f + 8 hex digits "
             "for the exact bits"),
 ]}

@@ -7,11 +7,12 @@ operand is an aligned register pair (low word in the even register), 128-bit a q
 """
 from __future__ import annotations
 
-from mutile.ir.ops_pinghu import SQMMA_K_BYTES, SQMMA_M, SQMMA_N
+from mutile.ir.ops_pinghu import SQMMA_K_BYTES, SQMMA_MN, SQMMA_TF32_KMAJOR_MN, SQUAD_THREADS
 
 from .instr import define
 from .operands import dst, group, imm, label, mem, pdst, pred, reg, sreg
 from .tensor_memory import MAX_RANK, desc_words
+from .wmma import TF32_SHAPES, WMMA_SHAPES, layout, registers, shape_name
 
 WIDTH = {"F64": 2, "S64": 2, "U64": 2, "B64": 2}          # registers per value (default 1)
 IMM = {"F32": "f32", "S32": "s32", "U32": "u32", "S64": "s32", "U64": "u32", "B32": "b32"}
@@ -202,14 +203,18 @@ define("BAR.SYNC.CNT", "BAR", "bar", [imm("b", "bar"), imm("n", "u32")],
        runs=False)
 
 # ---------------------------------------------------------------- WMMA
-for _shape, (_m, _n, _k), _ab in [("M16N8K16", (16, 8, 16), "F16"),
-                                   ("M16N8K16", (16, 8, 16), "BF16"),
-                                   ("M16N8K8", (16, 8, 8), "TF32")]:
-    define(f"WMMA.{_shape}.F32.{_ab}.{_ab}", "WMMA", "wmma",
-           [dst("d", 4), reg("a", 4), reg("b", 2), reg("c", 4)],
-           f"d = a @ b + c with A {_m}x{_k} {_ab.lower()}, B {_k}x{_n} {_ab.lower()}, C and D "
-           f"{_m}x{_n} f32, spread over the warp's lanes (see WMMA fragments)",
-           family="WMMA", shape=_shape, m=_m, n=_n, k=_k, acc="F32", ab=_ab)
+# One row per shape of the machine file (wmma.WMMA_SHAPES) for f16 and bf16, and tf32's
+# m16n8k8; operand widths are the fragments' registers (wmma.FRAGMENTS).
+for _m, _n, _k in WMMA_SHAPES:
+    for _ab in ("F16", "BF16") + (("TF32",) if (_m, _n, _k) in TF32_SHAPES else ()):
+        _shape = shape_name(_m, _n, _k)
+        _lay = layout(_shape, _ab)
+        define(f"WMMA.{_shape}.F32.{_ab}.{_ab}", "WMMA", "wmma",
+               [dst("d", registers(_lay, "C")), reg("a", registers(_lay, "A")),
+                reg("b", registers(_lay, "B")), reg("c", registers(_lay, "C"))],
+               f"d = a @ b + c with A {_m}x{_k} {_ab.lower()}, B {_k}x{_n} {_ab.lower()}, C and "
+               f"D {_m}x{_n} f32, spread over the warp's lanes (see WMMA fragments, {_lay})",
+               family="WMMA", shape=_shape, layout=_lay, m=_m, n=_n, k=_k, acc="F32", ab=_ab)
 
 # ---------------------------------------------------------------- S2R, control
 define("S2R", "S2R", "s2r", [dst("d"), sreg("s")], "d = special register s", runs=False)
@@ -271,24 +276,30 @@ define("ASYNC.BAR.WAIT", "ASYNC", "async_bar", [reg("b", 1, "abar"), reg("p", 1,
        "has completed (the current parity differs from p)", runs=False)
 
 # ---------------------------------------------------------------- SQMMA
-# (A type, B type, accumulator, operand bytes): K spans SQMMA_K_BYTES (32, 64, 128 bytes).
+# (A type, B type, accumulator, K choices): K spans SQMMA_K_BYTES (32, 64, 128 bytes); the
+# (M, N) of a row are SQMMA_MN's; TF32 has SQMMA_TF32_KMAJOR_MN with K-major A and B only
+# (its trans operand is then the "kmajor" kind: 2). ScaleIn negates A and/or B (neg),
+# ScaleOut keeps or zeroes D (scale).
 SQMMA_TYPES = [(_a, _b, _acc, tuple(_kb // _size for _kb in SQMMA_K_BYTES))
                for _a, _b, _acc, _size in
                [("BF16", "BF16", "F32", 2), ("F16", "F16", "F32", 2), ("TF32", "TF32", "F32", 4)]
                + [(_a, _b, "F32", 1) for _a in ("E4M3", "E5M2") for _b in ("E4M3", "E5M2")]
-               + [("S8", "S8", "S32", 1)]]
-for _m in SQMMA_M:
-    for _n in SQMMA_N:
-        for _a, _b, _acc, _ks in SQMMA_TYPES:
-            for _k in _ks:
-                define(f"SQMMA.M{_m}N{_n}K{_k}.{_acc}.{_a}.{_b}", "SQMMA", "sqmma",
-                       [group("d", _m * _n // 128, is_dst=True), reg("a"), reg("b"),
-                        imm("scale", "u1"), imm("trans", "u2")],
-                       f"the WarpSquad's D ({_m}x{_n} {_acc.lower()}) = A @ B (+ D if scale) "
-                       f"with A {_m}x{_k}, B {_k}x{_n} in shared memory (descriptors a, b; "
-                       f"trans bit 0: A MN-major, bit 1: B K-major); done by SQMMA.WAIT",
-                       family="SQMMA", m=_m, n=_n, k=_k, acc=_acc, a=_a, b=_b, runs=False,
-                       guardable=False)
+               + [("S8", "S8", "S32", 1), ("U8", "U8", "U32", 1)]]
+for _m, _n in SQMMA_MN:
+    for _a, _b, _acc, _ks in SQMMA_TYPES:
+        _kmajor = _a == "TF32" and (_m, _n) in SQMMA_TF32_KMAJOR_MN
+        for _k in _ks:
+            define(f"SQMMA.M{_m}N{_n}K{_k}.{_acc}.{_a}.{_b}", "SQMMA", "sqmma",
+                   [group("d", _m * _n // SQUAD_THREADS, is_dst=True), reg("a"), reg("b"),
+                    imm("scale", "u1"), imm("trans", "kmajor" if _kmajor else "u2"),
+                    imm("neg", "u2")],
+                   f"the WarpSquad's D ({_m}x{_n} {_acc.lower()}) = (-)A @ (-)B (+ D if scale) "
+                   f"with A {_m}x{_k}, B {_k}x{_n} in shared memory (descriptors a, b; "
+                   f"trans bit 0: A MN-major, bit 1: B K-major"
+                   + ("; K-major A and B only: trans = 2" if _kmajor else "")
+                   + "; neg bit 0: -A, bit 1: -B); done by SQMMA.WAIT",
+                   family="SQMMA", m=_m, n=_n, k=_k, acc=_acc, a=_a, b=_b, runs=False,
+                   guardable=False)
 define("SQMMA.WAIT", "SQMMA", "sqmma", [],
        "the executing warps' SQMMA operations complete: they read shared memory and write D",
        runs=False, guardable=False)

@@ -4,9 +4,10 @@ copy, and of the 32-bit shared-memory descriptor an SQMMA operand is named by.
 
 Codegen builds these words, the interpreter reads them, the docs quote this module. The
 bit layouts are this model's choice (Moore Threads does not publish the encodings); the
-facts they carry (rank <= 5, box and swizzle as copy operands, 16 B global and 256 B shared
-alignment, swizzle granularity none/16/32/64 B, start address + leading stride + swizzle in
-an SQMMA descriptor) are the public ones listed in the design notes.
+facts they carry (rank <= 5, box and swizzle as copy operands, 4 B global and 256 B shared
+alignment, boxes of at least 32 B, swizzle granularity none/16/32/64 B, start address +
+leading stride + swizzle in an SQMMA descriptor) are the public ones of the machine file
+(``mutile/machines/pinghu.toml``, read through :mod:`mutile.ir.ops_pinghu`).
 
 **Swizzle** (``swizzle_address``): shared memory is seen in 256-byte *lines*. With a
 swizzle granularity of G bytes (16, 32 or 64), each line is G-byte *units*; unit ``u`` of
@@ -32,8 +33,9 @@ from __future__ import annotations
 import numpy as np
 
 from mutile.ir.ops_pinghu import MAX_DESC_RANK as MAX_RANK
-from mutile.ir.ops_pinghu import SHARED_ALIGN, SWIZZLES
-from mutile.ir.ops_pinghu import TME_UNIT as GLOBAL_ALIGN   # TME global base and strides
+from mutile.ir.ops_pinghu import SHARED_ALIGN, SWIZZLES, TME_MIN_BOX_BYTES
+from mutile.ir.ops_pinghu import TME_GLOBAL_ALIGN as GLOBAL_ALIGN   # global base and strides
+from mutile.ir.ops_pinghu import TME_UNIT as ROW_UNIT   # a box row: a multiple of 16 bytes
 
 LINE = SHARED_ALIGN                     # bytes per swizzle line (= shared buffer alignment)
 _LINE_SHIFT = LINE.bit_length() - 1
@@ -134,6 +136,7 @@ def operand_addresses(start: int, stride: int, rows: int, cols: int, size: int,
 
 
 __all__ = ["ELEMENTS", "ELEMENT_CODES", "FILL_NAN", "GLOBAL_ALIGN", "LINE", "MAX_RANK",
-           "NAN_BITS", "SHARED_ALIGN", "SWIZZLES", "SWIZZLE_CODES", "desc_info", "desc_words",
-           "fill_bits", "operand_addresses", "pack_box", "pack_smem_desc", "swizzle_address",
-           "swizzle_each", "unpack_box", "unpack_info", "unpack_smem_desc"]
+           "NAN_BITS", "ROW_UNIT", "SHARED_ALIGN", "SWIZZLES", "SWIZZLE_CODES",
+           "TME_MIN_BOX_BYTES", "desc_info", "desc_words", "fill_bits", "operand_addresses",
+           "pack_box", "pack_smem_desc", "swizzle_address", "swizzle_each", "unpack_box",
+           "unpack_info", "unpack_smem_desc"]

@@ -6,7 +6,7 @@ A top-level ``for`` loop with a constant positive step qualifies when some of it
 ``trans``), the descriptor is defined before the loop and the load's offsets follow from
 the induction variable and values defined before the loop. The loop becomes::
 
-    %ok = and(ph.desc_aligned %desc ...)        // TME needs 16-byte aligned tensors
+    %ok = and(ph.desc_aligned %desc ...)        // TME needs 4-byte aligned tensors
     if %ok {                                     // else: the original loop, unchanged
       [prologue: loads of steps 0 .. S-2 into stages 0 .. S-2, each on full[j]]
       for %i ... {
@@ -30,6 +30,7 @@ from __future__ import annotations
 
 from mutile.ir import types as T
 from mutile.ir.core import Block, Builder, Op
+from mutile.ir.ops_pinghu import MAX_DESC_RANK, TME_GLOBAL_ALIGN, TME_MIN_BOX_BYTES, TME_UNIT
 from mutile.passes.rewrite import Substitution, clone_block, clone_op, set_ops
 
 from .sqmma import sqmma_fits
@@ -99,7 +100,7 @@ def _never_aligned(desc) -> bool:
     strides = [_const_int(_through_casts(v)) for v in op.operands[1 + r:]]
     size = desc.type.element.itemsize
     return (strides[-1] not in (None, 1)) or any(
-        c is not None and c * size % 16 for c in strides[:-1])
+        c is not None and c * size % TME_GLOBAL_ALIGN for c in strides[:-1])
 
 
 def _through_casts(v):
@@ -126,8 +127,8 @@ def plan(loop: Op, warps: int, stages: int) -> Plan | None:
         if op.name != "desc_load" or _is_inside(op.operands[0], loop):
             continue
         t = op.results[0].type
-        if len(t.shape) > 5 or t.shape[-1] * t.element.itemsize % 16 or \
-                _never_aligned(op.operands[0]):
+        if len(t.shape) > MAX_DESC_RANK or t.shape[-1] * t.element.itemsize % TME_UNIT or \
+                t.numel * t.element.itemsize < TME_MIN_BOX_BYTES or _never_aligned(op.operands[0]):
             continue
         ok = True
         for u in _uses(body, op.results[0]):

@@ -1,7 +1,8 @@
 """Pass ``sqmma``: ``dot`` -> WarpSquad MMA on shared-memory operands.
 
-A ``dot`` whose shapes and types SQMMA has (and whose block has a multiple of 4 warps)
-becomes, at its place::
+A ``dot`` whose types SQMMA has, whose block has a multiple of 4 warps and whose squads'
+part of the accumulator is one instruction's M x N (the machine file's set; codegen would
+split other tiles, through shared memory) becomes, at its place::
 
     ph.sync                          // earlier SQMMA readers of the buffers are done
     ph.shared_store %a_s, %a         // operands staged through shared memory
@@ -20,7 +21,7 @@ from __future__ import annotations
 
 from mutile.ir import types as T
 from mutile.ir.core import Block, Builder, Op
-from mutile.ir.ops_pinghu import (SHARED_BYTES, SQMMA_M, SQMMA_N, sqmma_acc_type,
+from mutile.ir.ops_pinghu import (SHARED_BYTES, sqmma_acc_type, sqmma_instr_shapes,
                                   sqmma_k_choices, sqmma_operand_ok)
 from mutile.ir.types import TileType
 from mutile.passes.rewrite import Substitution, set_ops
@@ -42,7 +43,9 @@ def sqmma_fits(dot: Op, warps: int) -> bool:
         return False
     (M, K), N = a.shape, b.shape[1]
     squads = warps // 4
-    return (M % squads == 0 and M // squads in SQMMA_M and N in SQMMA_N
+    shapes = sqmma_instr_shapes(el, transposed_source(dot.operands[0])[1],
+                                transposed_source(dot.operands[1])[1])
+    return (M % squads == 0 and (M // squads, N) in shapes
             and K % sqmma_k_choices(el)[0] == 0)
 
 

@@ -3,21 +3,16 @@ SQMMA and warp-specialized partitions.
 
 Shared buffers get fixed 256-byte aligned offsets above the kernel's scratch area
 (:func:`plan_shared`); a stage index adds ``index * stage bytes``. Barrier arrays get
-consecutive ids from 0 (63 usable) and are initialized by thread 0 at their allocation,
+consecutive ids from 0 (all but the reserved one) and are initialized by thread 0 at their allocation,
 followed by a block barrier. Copies, ``expect_tx`` and inits are issued by the *leader*
-(thread 0 of the executing partition); arrivals are counted per warp. An SQMMA splits the
-accumulator's rows over the partition's WarpSquads (the block layout already gives squad
-``s`` rows ``s * M / squads ..``) and its K over instructions of the largest K span that
-divides it; operands are named by 32-bit shared descriptors (:mod:`...isa.tensor_memory`).
-The result of ``ph.sqmma`` is in flight until ``ph.sqmma_wait``: codegen refuses any other
-use of it before.
+(thread 0 of the executing partition); arrivals are counted per warp. SQMMA is
+:mod:`.sqmma`'s.
 """
 from __future__ import annotations
 
 from mutile.errors import CompilationError
 from mutile.ir import types as T
-from mutile.ir.ops_pinghu import (SHARED_BYTES, SQMMA_M, SQMMA_N, USABLE_BARRIERS,
-                                  sqmma_k_choices, sqmma_shapes)
+from mutile.ir.ops_pinghu import SHARED_BYTES, TME_GLOBAL_ALIGN, USABLE_BARRIERS
 from mutile.ir.types import SharedType, TileType
 
 from ..context import Codegen, lowers
@@ -25,10 +20,7 @@ from .memory import STORE_TYPE, _load_suffix
 from ..values import VP, VR, DescVal, TileVal, Uniform, VMem, log2, numel
 from ...isa.operands import RZ, IntImm, Reg
 from ..regalloc import label_ref
-from ...isa.tensor_memory import SHARED_ALIGN, desc_info, desc_words, pack_box, pack_smem_desc
-
-SQMMA_TYPE = {"bf16": "BF16", "f16": "F16", "f32": "TF32", "i8": "S8", "f8e4m3": "E4M3",
-              "f8e5m2": "E5M2"}
+from ...isa.tensor_memory import SHARED_ALIGN, desc_info, desc_words, pack_box
 
 
 class SmemVal:
@@ -247,9 +239,9 @@ def _check_tme_strides(cg: Codegen, d: DescVal) -> None:
                 f"is {inner} elements")
     for st in d.strides[:-1]:
         c = cg.const_int(st) if isinstance(st, Uniform) else None
-        if c is not None and c * size % 16:
-            cg.fail(f"TME needs strides of a multiple of 16 bytes; this descriptor has a "
-                    f"stride of {c} x {size} = {c * size} bytes")
+        if c is not None and c * size % TME_GLOBAL_ALIGN:
+            cg.fail(f"TME needs strides of a multiple of {TME_GLOBAL_ALIGN} bytes; this "
+                    f"descriptor has a stride of {c} x {size} = {c * size} bytes")
 
 
 @lowers("ph.tme_load")
@@ -284,115 +276,6 @@ def lower_tme_store_wait(cg: Codegen, op) -> None:
 @lowers("ph.fence_shared")
 def lower_fence(cg: Codegen, op) -> None:
     cg.emit("FENCE.ASYNC.SHARED")
-
-
-# ---------------------------------------------------------------- SQMMA
-def _operand_desc(cg: Codegen, s: SmemVal, offset: int, squad_off: int,
-                  squad: VR | None) -> VR:
-    """Register holding the SQMMA descriptor of buffer ``s`` from its logical byte
-    ``offset`` (+ ``squad_off`` bytes per squad index)."""
-    ty = s.ty
-    stride = ty.shape[-1] * ty.element.itemsize
-    word = pack_smem_desc(0, stride, ty.swizzle) + (offset >> 4)
-    out = cg.vreg(1)
-    o = VR(out, 0, 1)
-    c = cg.const_int(s.addr)
-    if c is not None:
-        cg.emit("ALU.MOV.IMM", o, IntImm(word + (c >> 4)))
-    else:
-        cg.emit("ALU.SHR.U32", o, s.addr.src, IntImm(4))
-        cg.emit("ALU.IADD.S32", o, o, IntImm(word))
-    if squad is not None and squad_off:
-        cg.emit("ALU.IMAD.S32", o, squad, IntImm(squad_off >> 4), o)
-    return o
-
-
-@lowers("ph.sqmma")
-def lower_sqmma(cg: Codegen, op) -> None:
-    a, b = cg.get(op.operands[0]), cg.get(op.operands[1])
-    acc_ir = op.operands[2]
-    ta, tb = op.attrs.get("trans_a", False), op.attrs.get("trans_b", False)
-    M, N, K = sqmma_shapes(a.ty, b.ty, ta, tb)
-    if cg.threads % 128:
-        cg.fail(f"SQMMA is issued by WarpSquads of 4 warps; this code runs on "
-                f"{cg.threads // 32} warp(s) (use num_warps = 4, 8, ...)")
-    if cg.partition is not None and cg.partition[2] % 4:
-        cg.fail(f"SQMMA is issued by whole WarpSquads (warps 4s .. 4s+3); this partition "
-                f"starts at warp {cg.partition[2]} (put SQMMA partitions first, or make the "
-                f"partitions before them a multiple of 4 warps)")
-    squads = cg.threads // 128
-    ms = M // squads
-    if ms not in SQMMA_M or M % squads:
-        cg.fail(f"SQMMA M per WarpSquad is {', '.join(map(str, SQMMA_M))}: an accumulator of "
-                f"{M} rows over {squads} squad(s) gives {M / squads:g}")
-    if N not in SQMMA_N:
-        cg.fail(f"SQMMA N is one of {', '.join(map(str, SQMMA_N))}, got {N}")
-    el = a.ty.element
-    ks = [k for k in sqmma_k_choices(el) if K % k == 0]
-    kstep = max(ks)
-    acc = cg.get(acc_ir)
-    if acc_ir in cg.inflight:
-        out = acc                                   # chained: accumulate in place
-    elif (op.attrs["accumulate"] and isinstance(acc, TileVal) and acc.recipe is None
-          and _uses(cg, acc_ir) == 1):
-        out = acc                                   # acc dies here: accumulate in place
-    else:
-        out = cg.new_tile((M, N), op.results[0].type.element)
-        if op.attrs["accumulate"]:
-            cg.emit("ALU.MOV.B32", out.run(), cg.operand(acc, False) if isinstance(acc, TileVal)
-                    else cg.materialize(Uniform(acc.src, (M, N), acc.ty)).run())
-    squad = None
-    if squads > 1:
-        sq = cg.vreg(1)
-        cg.emit("ALU.SHR.U32", VR(sq, 0, 1), cg.tid, IntImm(7))
-        squad = VR(sq, 0, 1)
-    sa, sb = el.itemsize, b.ty.element.itemsize
-    a_pitch = a.ty.shape[-1] * a.ty.element.itemsize
-    b_pitch = b.ty.shape[-1] * sb
-    acc_name = "S32" if out.ty == T.i32 else "F32"
-    mn = (f"SQMMA.M{ms}N{N}K{kstep}.{acc_name}.{SQMMA_TYPE[el.name]}."
-          f"{SQMMA_TYPE[b.ty.element.name]}")
-    trans = (1 if ta else 0) | (2 if tb else 0)
-    for j in range(K // kstep):
-        k0 = j * kstep
-        a_off = k0 * a_pitch if ta else k0 * sa         # A stored K x M or M x K
-        a_sq = ms * sa if ta else ms * a_pitch
-        b_off = k0 * sb if tb else k0 * b_pitch         # B stored N x K or K x N
-        ra = _operand_desc(cg, a, a_off, a_sq, squad)
-        rb = _operand_desc(cg, b, b_off, 0, None)
-        scale = 1 if (j or op.attrs["accumulate"]) else 0
-        cg.emit(mn, out.run(), ra, rb, IntImm(scale), IntImm(trans))
-    cg.inflight.add(op.results[0])
-    cg.bind(op.results[0], out)
-
-
-def _uses(cg: Codegen, v) -> int:
-    """How many operands of the kernel read IR value ``v``."""
-    counts = cg.__dict__.get("_use_counts")
-    if counts is None:
-        counts = cg.__dict__["_use_counts"] = {}
-        for op in cg.func.walk():
-            for x in op.operands:
-                counts[x] = counts.get(x, 0) + 1
-    return counts.get(v, 0)
-
-
-@lowers("ph.sqmma_wait")
-def lower_sqmma_wait(cg: Codegen, op) -> None:
-    cg.emit("SQMMA.WAIT")
-    cg.inflight.clear()
-    for r, v in zip(op.results, op.operands):
-        cg.bind(r, cg.get(v))
-
-
-def check_inflight(cg: Codegen, op) -> None:
-    """Refuse a use of an SQMMA result before ``ph.sqmma_wait``."""
-    if not cg.inflight or op.name in ("ph.sqmma", "ph.sqmma_wait"):
-        return
-    for v in op.operands:
-        if v in cg.inflight:
-            cg.fail("this uses the result of ph.sqmma before ph.sqmma_wait: the accumulator "
-                    "is written asynchronously (acc = ph.sqmma_wait(acc) first)")
 
 
 # ---------------------------------------------------------------- generic shared access
@@ -494,7 +377,7 @@ def check_warp_specialized(cg: Codegen, func) -> int | None:
     return sum(warps)
 
 
-__all__ = ["check_inflight", "check_warp_specialized", "plan_shared", "prepare_desc",
+__all__ = ["SmemVal", "check_warp_specialized", "plan_shared", "prepare_desc",
            "tme_descriptors"]
 
 
@@ -505,7 +388,8 @@ def lower_sync(cg: Codegen, op) -> None:
 
 @lowers("ph.desc_aligned")
 def lower_desc_aligned(cg: Codegen, op) -> None:
-    """i1: base and every non-inner byte stride of the descriptor are multiples of 16."""
+    """i1: base and every non-inner byte stride of the descriptor are multiples of TME's
+    global alignment (and of the element size), and the inner stride is 1."""
     d = cg.get(op.operands[0])
     acc = cg.vreg(1)
     a = VR(acc, 0, 1)
@@ -515,14 +399,14 @@ def lower_desc_aligned(cg: Codegen, op) -> None:
     for st in d.strides[:-1]:
         x = _u32(cg, st)
         if isinstance(x, IntImm):
-            if x.value * size % 16:
-                cg.emit("ALU.MOV.IMM", a, IntImm(1))
+            if x.value * size % TME_GLOBAL_ALIGN:
+                cg.emit("ALU.MOV.IMM", a, IntImm(1))    # never aligned
             continue
         t = cg.vreg(1)
         cg.emit("ALU.SHL.B32", VR(t, 0, 1), x, IntImm(log2(size)))
         cg.emit("ALU.LOP.OR.B32", a, a, VR(t, 0, 1))
     p = cg.vreg(1, kind="P")
-    cg.emit("ALU.LOP.AND.B32", a, a, IntImm(0xF))
+    cg.emit("ALU.LOP.AND.B32", a, a, IntImm(max(TME_GLOBAL_ALIGN, size) - 1))
     cg.emit("ALU.ISETP.EQ.U32", VP(p, 0, 1), a, IntImm(0))
     inner = d.strides[-1]
     if cg.const_int(inner) != 1:        # TME rows are contiguous

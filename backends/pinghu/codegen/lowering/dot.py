@@ -41,7 +41,7 @@ from .elementwise import wrap_int
 from ..values import VP, VR, TileVal, Uniform, VMem, log2
 from ...isa.operands import IntImm
 from ...isa.program import MAX_SHARED
-from ...isa.wmma import coords
+from ...isa.wmma import coords, layout
 
 _F32_EXACT = ("f32", "f16", "bf16", "f8e4m3", "f8e5m2")
 _WMMA_AB = {"f16": "F16", "bf16": "BF16", "f8e4m3": "F16", "f8e5m2": "F16"}
@@ -270,6 +270,7 @@ class WmmaPlan:
         self.M, self.N, self.K = mnk
         self.ks, self.esz, self.cvt, self.rows_run = ks, esz, cvt, rows_run
         self.shape = f"M16N8K{ks}"
+        self.layout = layout(self.shape, ab)          # its fragments (isa/wmma.py)
         self.mnemonic = f"WMMA.{self.shape}.F32.{ab}.{ab}"
         self.nk = self.K // ks
         self.TV, self.TU = (self.M // 16, self.N // 8) if rows_run else \
@@ -358,7 +359,7 @@ def _warp_tiles(cg: Codegen, p: WmmaPlan, bases: dict, uniform: Uniform | None) 
     def fragment_addresses(op: str, nfrags: int, size: int) -> VR:
         """The address run of ``nfrags`` fragments of ``op`` for this lane and warp."""
         ld = p.N if op == "C" else p.K
-        lane_g, lane_t, steps = frag_geometry(p.shape, op, 4 // size if op != "C" else 2)
+        lane_g, lane_t, steps = frag_geometry(p.layout, op, 4 // size if op != "C" else 2)
         cv, cu, _ = p.coef(op)
         key = ((lane_g[0] * ld + lane_g[1]) * size, (lane_t[0] * ld + lane_t[1]) * size)
         if key not in lane_bases:

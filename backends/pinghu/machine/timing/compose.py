@@ -42,9 +42,9 @@ def block_stats(m, st) -> dict:
     end = m.clock.reshape(nb, wpb)
     chain = end.max(axis=1)
     out = {"block": st.block_ids.copy(), "chain": chain, "csum": end.sum(axis=1),
-           "dem": m.wdem.reshape(nb, wpb, -1).sum(axis=1),
            "flops": m.flops.reshape(nb, wpb).sum(axis=1), "wpb": wpb}
     out.update(windows.block_windows(m, end, chain))
+    out["dem"] = out["wdem"].sum(axis=1)
     return out
 
 

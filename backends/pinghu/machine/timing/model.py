@@ -179,7 +179,6 @@ class TimingMachine(Machine):
         self.ready = np.zeros((W, C, 2))
         self.pready = np.zeros((W, max(P, 1)))
         self.pipe = np.zeros((W, max(len(self.pipes), 1)))
-        self.wdem = np.zeros((W, len(DEMAND)))
         self.flops = np.zeros(W)
         self.bar_arrive = np.zeros(W)
         self.sq_done = np.zeros(W)
@@ -213,9 +212,7 @@ class TimingMachine(Machine):
         if p.space == "SHARED":
             fronts = memory.shared_wavefronts(t, addr, mask, p.nbytes, nw, st.threads)
             self._lat = p.lat + fronts - 1
-            self.wdem[warps, D["SHARED"]] += fronts
             self.pc_dem[step.pc, D["SHARED"]] += fronts.sum()
-            self.wdem[warps, D["LSU"]] += 1.0 / t.subcores
             self.pc_dem[step.pc, D["LSU"]] += nw / t.subcores
             self._pend = ((D["SHARED"], fronts), (D["LSU"], 1.0 / t.subcores))
             return
@@ -224,7 +221,6 @@ class TimingMachine(Machine):
         lsu = np.maximum(moved / t.l1_per_cycle, 1.0 / t.subcores)
         self._lat = lat + moved / t.l1_per_cycle
         for u, v in (("LSU", lsu), ("HBM", hbm), ("L2", l2)):
-            self.wdem[warps, D[u]] += v
             self.pc_dem[step.pc, D[u]] += v.sum()
         self._pend = ((D["LSU"], lsu), (D["HBM"], hbm), (D["L2"], l2))
 
@@ -273,8 +269,6 @@ class TimingMachine(Machine):
             self.ready[w2, p.dsts, 1] = done if p.memload else 0.0
         if p.pdsts.size:
             self.pready[w2, p.pdsts] = (ti + lat)[:, None]
-        self.wdem[w1] += p.dvec
-        self.pc_dem[pc] += nw * p.dvec
         ti = ti.copy()                          # (B is scratch) the demand log keeps it
         log = self.busy
         for u, v in p.dnz:
@@ -348,7 +342,6 @@ class TimingMachine(Machine):
         mem_lat = np.where(slow, t.hbm_latency, t.l2_latency)
         done = start + t.tme_latency + mem_lat + nbytes / t.tme_per_cycle
         for u, v in (("TME", nbytes / t.tme_per_cycle), ("HBM", hbm), ("L2", nbytes)):
-            np.add.at(self.wdem[:, D[u]], warps, v)
             self.pc_dem[c.pc, D[u]] += float(v.sum())
         for u, v in (("TME", nbytes / t.tme_per_cycle), ("HBM", hbm), ("L2", nbytes)):
             self.busy.append((D[u], warps, start, v))
@@ -377,9 +370,7 @@ class TimingMachine(Machine):
         self.sq_done[warps] = np.maximum(self.sq_done[warps], mine)
         d = op.rows
         self.ready[warps[:, None], np.arange(d.start, d.stop), 0] = mine[:, None]
-        share = np.full(len(warps), dur / 4)
-        np.add.at(self.wdem[:, D["SQMMA"]], warps, share)
-        self.pc_dem[pc, D["SQMMA"]] += float(share.sum())
+        self.pc_dem[pc, D["SQMMA"]] += dur * len(sq)
         np.add.at(self.flops, warps, flops / 4)
         self.flop_dtype[dt] = self.flop_dtype.get(dt, 0) + flops / 4 * len(warps)
         lead = warps[order][first]
@@ -398,6 +389,9 @@ class TimingMachine(Machine):
 
     def on_finish(self):
         stats = super().on_finish()
+        n = len(self.info)                      # the instructions' fixed demands
+        if n:
+            self.pc_dem[:n] += self.issued_pc[:n, None] * np.array([p.dvec for p in self.info])
         self.record = compose.launch_record(self)
         return stats
 

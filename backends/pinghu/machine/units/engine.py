@@ -6,11 +6,15 @@ from __future__ import annotations
 
 import numpy as np
 
+from mutile.ir.ops_pinghu import BARRIER_IDS, USABLE_BARRIERS
+
 from ...isa.operands import RZ, IntImm, Reg, Run
 from ..rows import Control
 
 RUN, BAR, DONE, ABAR = 0, 1, 2, 3       # warp status (the scheduler uses the first three)
-NBARS, RESERVED = 64, 63                # AsyncBarrier ids per block; the reserved one
+# AsyncBarrier ids per block, and the reserved one (the last; the machine file has one)
+NBARS, RESERVED = BARRIER_IDS, USABLE_BARRIERS
+assert BARRIER_IDS - USABLE_BARRIERS == 1, "the interpreter reserves exactly one id"
 LANES = np.arange(32)
 
 

@@ -13,11 +13,12 @@ in all 32 lanes of the warp (the squad's accumulator), whichever lanes were acti
 Operand element ``(r, c)`` of a stored operand is at ``swizzle_address(start + r *
 stride + c * size)`` (:func:`...isa.tensor_memory.operand_addresses`); A is stored K-major
 (rows m) unless ``trans`` bit 0 (MN-major: rows k), B MN-major (rows k) unless bit 1
-(K-major: rows n). Arithmetic is the WMMA rule (:mod:`.warp`): ``acc = fma(A[:,
+(K-major: rows n). ``neg`` (ScaleIn) bit 0 multiplies -A, bit 1 -B; ``scale`` (ScaleOut)
+0 ignores D's old value. Arithmetic is the WMMA rule (:mod:`.warp`): ``acc = fma(A[:,
 k], B[k, :], acc)`` in f32, k ascending, one f32 multiply and add per step when the
 products are exact (always for f16 and fp8 inputs); tf32 operands are the stored f32
-values rounded to nearest even to 10 mantissa bits (CVT.TF32.F32's rule); S8 sums wrap
-in 32 bits. Operations of one issue
+values rounded to nearest even to 10 mantissa bits (CVT.TF32.F32's rule); S8 and U8 sums
+wrap in 32 bits (S32, U32). Operations of one issue
 complete together: a few numpy passes over (warps, m/4, n) per k step, warps chunked to
 stay in the cache.
 """
@@ -33,7 +34,8 @@ from ..rows import impl
 from .warp import _exact_f32_products
 from ...isa.tensor_memory import swizzle_address, unpack_smem_desc
 
-SIZE = {"BF16": 2, "F16": 2, "TF32": 4, "E4M3": 1, "E5M2": 1, "S8": 1}
+SIZE = {"BF16": 2, "F16": 2, "TF32": 4, "E4M3": 1, "E5M2": 1, "S8": 1, "U8": 1}
+_INT_VIEW = {"S32": "i32", "U32": "u32"}     # integer accumulators
 _UINT = {1: np.uint8, 2: np.uint16, 4: np.uint32}
 _FP8 = {t: np.arange(256, dtype=np.uint8).view(dt).astype(np.float32)
         for t, dt in [("E4M3", ml_dtypes.float8_e4m3fn), ("E5M2", ml_dtypes.float8_e5m2)]}
@@ -42,7 +44,7 @@ _CHUNK = 1 << 17                         # accumulator elements per chunk of war
 
 
 def _values(raw: np.ndarray, t: str) -> np.ndarray:
-    """Operand elements (their bits, uint<size>) as f32 (S8: int8)."""
+    """Operand elements (their bits, uint<size>) as f32 (S8: int8, U8: uint8)."""
     if t == "BF16":
         return (raw.astype(np.uint32) << np.uint32(16)).view(np.float32)
     if t == "F16":
@@ -51,6 +53,8 @@ def _values(raw: np.ndarray, t: str) -> np.ndarray:
         return _tf32(raw.view(np.float32))
     if t == "S8":
         return raw.view(np.int8)
+    if t == "U8":
+        return raw
     return _FP8[t][raw]
 
 
@@ -61,11 +65,12 @@ class Sqmma:
         at = ins.op.attrs
         self.m, self.n, self.k = at["m"], at["n"], at["k"]
         self.ta, self.tb, self.acc = at["a"], at["b"], at["acc"]
-        d, self.ra, self.rb, scale, trans = ins.operands
+        d, self.ra, self.rb, scale, trans, neg = ins.operands
         self.rows = slice(d.start, d.end)
-        self.E, self.mq = self.m * self.n // 128, self.m // 4
+        self.E, self.mq = d.end - d.start, self.m // 4     # D per squad thread; rows per warp
         self.scale = scale.value
         self.a_mn, self.b_k = bool(trans.value & 1), bool(trans.value & 2)
+        self.neg_a, self.neg_b = bool(neg.value & 1), bool(neg.value & 2)
 
     # ------------------------------------------------------------ operands
     def _stored(self, desc: int, which: str) -> np.ndarray:
@@ -139,15 +144,17 @@ class Sqmma:
         A = A.reshape(G, r, self.k)
         thr = (warps[:, None] * 32 + LANES).ravel()
         shape = (G, r, self.n)
-        if self.acc == "S32":
+        if self.acc in _INT_VIEW:       # exact in f64: |sums| < 2**24; then wrap to 32 bits
             acc = np.matmul(A.astype(np.float64), B.astype(np.float64)).astype(np.int64)
+            if self.neg_a != self.neg_b:
+                acc = -acc
             if self.scale:
-                acc += self._read_d(st, thr, "i32", shape)
-            out = acc.astype(np.int32).view(np.uint32)
+                acc += self._read_d(st, thr, _INT_VIEW[self.acc], shape)
+            out = (acc & 0xFFFFFFFF).astype(np.uint32)
         else:
             acc = self._read_d(st, thr, "f32", shape) if self.scale else \
                 np.zeros(shape, np.float32)
-            self._steps(A, B, acc)
+            self._steps(-A if self.neg_a else A, -B if self.neg_b else B, acc)
             out = acc.view(np.uint32)
         st.R[self.rows, thr] = out.reshape(W, 32, self.E).transpose(2, 0, 1).reshape(self.E, -1)
         st.stamp(self.rows)

@@ -3,9 +3,10 @@ of a global tensor into shared memory, ``TME.ST.TILE.{R}D`` the other way; the l
 (descriptor, box operand, swizzle) are :mod:`...isa.tensor_memory`'s.
 
 Each executing thread issues one copy; the issue checks alignment and bounds (256-byte
-aligned shared box inside the block's shared memory, 16-byte aligned global base,
-non-innermost byte strides multiples of 16, innermost box row a multiple of 16 bytes,
-the AsyncBarrier initialized) and records the copy. A *load* lands at a completion event
+aligned shared box inside the block's shared memory, a global base and non-innermost
+byte strides 4-byte aligned and multiples of the element size, innermost box row a
+multiple of 16 bytes, a box of at least 32 bytes, the AsyncBarrier initialized; the numbers
+are the machine file's) and records the copy. A *load* lands at a completion event
 (:meth:`.barriers.AsyncUnit.settle`): the box's elements inside the tensor are read
 from global memory (bounds-checked like an LSU load), the others are the fill (0, or the
 type's NaN); the box is written row-major, dim 0 outermost, to
@@ -20,10 +21,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from .engine import Engine, stepping_row, thread_fault, values, values1, where
+from .engine import NBARS, Engine, stepping_row, thread_fault, values, values1, where
 from ..rows import impl
-from ...isa.tensor_memory import (ELEMENTS, FILL_NAN, GLOBAL_ALIGN, LINE, SHARED_ALIGN, fill_bits,
-    swizzle_address, unpack_box)
+from ...isa.tensor_memory import (ELEMENTS, FILL_NAN, GLOBAL_ALIGN, LINE, ROW_UNIT, SHARED_ALIGN,
+    TME_MIN_BOX_BYTES, fill_bits, swizzle_address, unpack_box)
 
 SIZES = np.array([size for _, size in ELEMENTS], np.int64)
 UINT = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
@@ -109,10 +110,23 @@ class Copies:
         self._bad(st, outer.any(axis=1), lambda j: (
             f"misaligned {what}: byte stride {int(self.strides[j, np.argmax(outer[j])])} of "
             f"dimension {int(np.argmax(outer[j]))} is not a multiple of {GLOBAL_ALIGN}"))
+        # elements are naturally aligned in this model's memory (as for LSU accesses)
+        self._bad(st, self.base % size != 0, lambda j: (
+            f"misaligned {what}: the descriptor's global base address 0x{int(self.base[j]):x}"
+            f" is not a multiple of the element size {int(size[j])}"))
+        odd = self.strides[:, :-1] % size[:, None] != 0
+        self._bad(st, odd.any(axis=1), lambda j: (
+            f"misaligned {what}: byte stride {int(self.strides[j, np.argmax(odd[j])])} of "
+            f"dimension {int(np.argmax(odd[j]))} is not a multiple of the element size "
+            f"{int(size[j])}"))
         row = self.box[-1] * size
-        self._bad(st, row % 16 != 0, lambda j: (
+        self._bad(st, row % ROW_UNIT != 0, lambda j: (
             f"misaligned {what}: the box's innermost dimension ({self.box[-1]} elements of "
-            f"{int(size[j])} bytes) is not a multiple of 16 bytes"))
+            f"{int(size[j])} bytes) is not a multiple of {ROW_UNIT} bytes"))
+        self._bad(st, nbytes < TME_MIN_BOX_BYTES, lambda j: (
+            f"{what} of a box too small: {'x'.join(map(str, self.box))} elements of "
+            f"{int(size[j])} bytes are {int(nbytes[j])} bytes; a TME box is at least "
+            f"{TME_MIN_BOX_BYTES} bytes"))
 
     def _bad(self, st, bad: np.ndarray, text) -> None:
         if bad.any():
@@ -317,7 +331,7 @@ class TmeEngine(Engine):
             adds = u.add_pcs(k)
             named = "".join(f"\n  ADD_TRANS: {where(st, p)}" for p in adds) or \
                 "\n  (no ADD_TRANS in this phase)"
-            thread_fault(st, c.threads[j], c.pc, f"AsyncBarrier {k % 64} received "
+            thread_fault(st, c.threads[j], c.pc, f"AsyncBarrier {k % NBARS} received "
                          f"{-int(tx[k])} more transaction bytes than ADD_TRANS announced for "
                          f"its phase (this TME copy brings {c.elements * size}){named}")
 

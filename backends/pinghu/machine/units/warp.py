@@ -12,7 +12,7 @@ import numpy as np
 from .fmath import fma_f32
 from ..rows import Control, elements, impl, reader, writer
 from ...isa.operands import IntImm, Run
-from ...isa.wmma import coords
+from ...isa.wmma import coords, registers
 
 LANES = np.arange(32)
 
@@ -131,12 +131,13 @@ def _wmma(ins):
     so a step is one f32 multiply and one f32 add; bf16/tf32 operands whose products may
     leave the normal range take the steps through the exact :func:`fma_f32`."""
     at = ins.op.attrs
-    shape, m, n, k, ab = at["shape"], at["m"], at["n"], at["k"], at["ab"]
+    shape, m, n, k, ab = at["layout"], at["m"], at["n"], at["k"], at["ab"]
+    na, nb, nc = (registers(shape, x) for x in "ABC")     # registers per fragment
     d, a, b, c = ins.operands
     cnt = elements(ins)
     cnt_a, cnt_b, cnt_c = (cnt if isinstance(v, Run) else 1 for v in (a, b, c))
     # fancy indices (fragment, slot) gathering A (k, m, cnt_a), B (k, cnt_b, n),
-    # C (m, cnt, n) from unpacked fragments (count, slots, warps), and D (cnt, 4, 32)
+    # C (m, cnt, n) from unpacked fragments (count, slots, warps), and D (cnt, nc, 32)
     # from the accumulator (m, cnt, n)
     gather_a = (np.arange(cnt_a), _slots(shape, "A", m, k).T[:, :, None])
     gather_b = (np.arange(cnt_b)[:, None], _slots(shape, "B", k, n)[:, None, :])
@@ -144,17 +145,17 @@ def _wmma(ins):
                 _slots(shape, "C", m, n)[:, None, :])
     r, col = coords(shape, "C")
     scatter_d = (r.T, np.arange(cnt)[:, None, None], col.T)
-    ra, rb, rc = reader(a, "u32", 4), reader(b, "u32", 2), reader(c, "f32", 4)
-    w = writer(d, "f32", 4)
+    ra, rb, rc = reader(a, "u32", na), reader(b, "u32", nb), reader(c, "f32", nc)
+    w = writer(d, "f32", nc)
     d0 = d.start if isinstance(d, Run) else d.n
 
     per_chunk = max(1, _CHUNK // (m * n * cnt))     # warps per chunk
 
     def part(st, th):
-        """D of the warps of ``th`` as (cnt, 4, warps, 32)."""
-        am = _unpacked(_lanes_last(ra(st, th), 4), ab)[gather_a]       # (k, m, cnt_a, W)
-        bm = _unpacked(_lanes_last(rb(st, th), 2), ab)[gather_b]       # (k, cnt_b, n, W)
-        cm = _lanes_last(rc(st, th), 4).view(np.float32)
+        """D of the warps of ``th`` as (cnt, nc, warps, 32)."""
+        am = _unpacked(_lanes_last(ra(st, th), na), ab)[gather_a]      # (k, m, cnt_a, W)
+        bm = _unpacked(_lanes_last(rb(st, th), nb), ab)[gather_b]      # (k, cnt_b, n, W)
+        cm = _lanes_last(rc(st, th), nc).view(np.float32)
         acc = cm.reshape(cm.shape[0], -1, cm.shape[-1])[gather_c]      # (m, cnt, n, W)
         am, bm = am[:, :, :, None, :], bm[:, None]
         if ab == "F16" or _exact_f32_products(am, bm):
@@ -170,18 +171,18 @@ def _wmma(ins):
     def run(st, sel):
         th, nw = sel.threads, sel.n // 32
         direct = sel.mask is None and sel.is_slice
-        out = None if direct else np.empty((cnt, 4, nw, 32), np.float32)
+        out = None if direct else np.empty((cnt, nc, nw, 32), np.float32)
         for w0 in range(0, nw, per_chunk):        # chunks of warps stay in the cache
             w1 = min(nw, w0 + per_chunk)
             sub = slice(th.start + 32 * w0, th.start + 32 * w1) if sel.is_slice \
                 else th[32 * w0:32 * w1]
             res = part(st, sub)
             if direct:
-                st.reg["f32"][d0:d0 + 4 * cnt, sub].reshape(res.shape, copy=False)[...] = res
+                st.reg["f32"][d0:d0 + nc * cnt, sub].reshape(res.shape, copy=False)[...] = res
             else:
                 out[:, :, w0:w1] = res
         if not direct:
-            w(st, sel, out.reshape(4 * cnt, sel.n))
+            w(st, sel, out.reshape(nc * cnt, sel.n))
     return run
 
 

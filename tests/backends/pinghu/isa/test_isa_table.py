@@ -78,9 +78,10 @@ def test_families_share_dispatch_keys():
     assert BY_MNEMONIC["WMMA.M16N8K8.F32.TF32.TF32"].attrs["k"] == 8
 
 
-@pytest.mark.parametrize("shape, dims", [("M16N8K16", (16, 8, 16)), ("M16N8K8", (16, 8, 8))])
-def test_wmma_fragments_cover_each_matrix_once(shape, dims):
-    m, n, k = dims
+@pytest.mark.parametrize("row", [r for r in INSTRS if r.family == "WMMA"],
+                         ids=lambda r: r.mnemonic)
+def test_wmma_fragments_cover_each_matrix_once(row):
+    shape, m, n, k = (row.attrs[x] for x in ("layout", "m", "n", "k"))
     for op, (rows, cols) in {"A": (m, k), "B": (k, n), "C": (m, n)}.items():
         r, c = coords(shape, op)
         assert r.shape == (32, len(FRAGMENTS[shape][op]))

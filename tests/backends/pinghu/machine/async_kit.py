@@ -165,7 +165,7 @@ def gemm_listing(M: int, N: int, K: int, BM: int = 64, BN: int = 64, BK: int = 6
         f"ALU.IADD.S32 R39, R38, {desc_b}",
         f"ALU.IADD.S32 R38, R38, {desc_a}",
         loc(23, "acc = dot(a[s], b[s], acc)"),
-        f"SQMMA.M{BM}N{BN}K{BK}.F32.BF16.BF16 R[64:{64 + E}], R38, R39, 1, 0",
+        f"SQMMA.M{BM}N{BN}K{BK}.F32.BF16.BF16 R[64:{64 + E}], R38, R39, 1, 0, 0",
         "SQMMA.WAIT",
         loc(24, "empty[s].arrive()"),
         "ALU.IADD.S32 R34, R31, 2",
@@ -253,13 +253,16 @@ def tme_load_listing(tensor, box, swizzle, shared, smem, threads=64, fill_nan=Fa
 
 
 DT = {"BF16": ml_dtypes.bfloat16, "F16": np.float16, "TF32": np.float32,
-      "E4M3": ml_dtypes.float8_e4m3fn, "E5M2": ml_dtypes.float8_e5m2, "S8": np.int8}
+      "E4M3": ml_dtypes.float8_e4m3fn, "E5M2": ml_dtypes.float8_e5m2, "S8": np.int8,
+      "U8": np.uint8}
 A_AT, B_AT = 0, 16384
 
 
 def operand(rng, t: str, shape) -> np.ndarray:
     if t == "S8":
         return rng.integers(-128, 128, shape).astype(np.int8)
+    if t == "U8":
+        return rng.integers(0, 256, shape).astype(np.uint8)
     scale = {"E4M3": 4.0, "E5M2": 4.0}.get(t, 1.0)
     return (rng.standard_normal(shape) * scale).astype(DT[t])
 
@@ -301,17 +304,18 @@ def d_io(op: str, E: int, off: int, param: int) -> list[str]:
 
 
 def sqmma_listing(shapes, k, ta, tb, acc, trans, descs, fence=True) -> tuple[str, list]:
-    """One squad runs an SQMMA of every (m, n, scale) of ``shapes`` on the operands in
-    shared memory (filled from parameter I), D initialized from D0 when scale is 1,
+    """One squad runs an SQMMA of every (m, n, scale, neg) of ``shapes`` on the operands
+    in shared memory (filled from parameter I), D initialized from D0 when scale is 1,
     results to Y. Returns the text and the offsets of each result."""
     body, offs, off = [*shared_io("fill", 32768, 128, 0)], [], 0
     body += ["FENCE.ASYNC.SHARED"] if fence else []
     body += ["BAR.SYNC 0", *movs(240, descs)]
-    for m, n, scale in shapes:
+    for m, n, scale, neg in shapes:
         E = m * n // 128
         body += d_io("LD", E, off, 1) if scale else []
         body += [loc(20, "acc = dot(a, b, acc)"),
-                 f"SQMMA.M{m}N{n}K{k}.{acc}.{ta}.{tb} R[0:{E}], R240, R241, {scale}, {trans}",
+                 f"SQMMA.M{m}N{n}K{k}.{acc}.{ta}.{tb} R[0:{E}], R240, R241, {scale}, {trans}, "
+                 f"{neg}",
                  loc(21, "wait(acc)"), "SQMMA.WAIT", *d_io("ST", E, off, 2)]
         offs.append(off)
         off += m * n
@@ -329,7 +333,7 @@ def sqmma_squads(threads=256, stagger=False) -> str:
         *shared_io("fill", 32768, threads, 0), "FENCE.ASYNC.SHARED", "BAR.SYNC 0",
         "S2R R4, SR_SQUADID", "ALU.IMUL.S32 R4, R4, 512", f"ALU.IADD.S32 R240, R4, {da}",
         f"ALU.MOV.IMM R241, {db}", *late,
-        "SQMMA.M64N32K16.F32.BF16.BF16 R[0:16], R240, R241, 0, 0", "SQMMA.WAIT",
+        "SQMMA.M64N32K16.F32.BF16.BF16 R[0:16], R240, R241, 0, 0, 0", "SQMMA.WAIT",
         "S2R R230, SR_TID.X", "S2R R231, SR_CTAID.X", f"ALU.IMAD.S32 R230, R231, {threads}, R230",
         "ALU.IMUL.S32 R230, R230, 16", "ALU.IOTA.S32 R[128:144], R230, 1",
         "ALU.IMAD.WIDE.S32 R[160:192], R[128:144], 4, c[0x8]",

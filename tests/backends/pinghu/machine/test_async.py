@@ -7,7 +7,7 @@ import pytest
 
 from mutile.backends.pinghu.isa import INSTRS
 from mutile.backends.pinghu.isa.table import SQMMA_TYPES
-from mutile.ir.ops_pinghu import SQMMA_M, SQMMA_N
+from mutile.ir.ops_pinghu import SQMMA_MN, SQMMA_TF32_KMAJOR_MN
 from mutile.backends.pinghu.isa.tensor_memory import desc_words, fill_bits, pack_smem_desc
 from mutile.errors import DeviceFault
 
@@ -186,17 +186,51 @@ def test_tme_alignment_and_bounds_faults():
     assert "TME load out of shared memory: the box 8x16 (512 bytes) at shared address " \
            "0x300 does not fit the block's 1024 bytes" in msg
     msg = _bad(x, edit=lambda t: t.replace("ALU.MOV.B64 R8, c[0x0]", "ALU.MOV.B64 R8, c[0x0]"
-                                           "\n        ALU.IADD.S64 R8, R8, 4"))
-    assert "the descriptor's global base address" in msg and "is not a multiple of 16" in msg
-    msg = _bad(x, edit=lambda t: t.replace("ALU.MOV.IMM R13, 128", "ALU.MOV.IMM R13, 132"))
-    assert "byte stride 132 of dimension 0 is not a multiple of 16" in msg
+                                           "\n        ALU.IADD.S64 R8, R8, 2"))
+    assert "the descriptor's global base address" in msg and "is not a multiple of 4" in msg
+    msg = _bad(x, edit=lambda t: t.replace("ALU.MOV.IMM R13, 128", "ALU.MOV.IMM R13, 130"))
+    assert "byte stride 130 of dimension 0 is not a multiple of 4" in msg
     msg = _bad(x, edit=lambda t: t.replace("ALU.MOV.IMM R14, 4", "ALU.MOV.IMM R14, 8"))
     assert "the innermost byte stride 8 is not the element size 4" in msg
     msg = _bad(x, box=(8, 2))
     assert "the box's innermost dimension (2 elements of 4 bytes) is not a multiple of 16 " \
            "bytes" in msg
+    msg = _bad(x, box=(1, 4))
+    assert "TME load of a box too small: 1x4 elements of 4 bytes are 16 bytes; a TME box is " \
+           "at least 32 bytes" in msg
     msg = _bad(x, edit=lambda t: t.replace("ALU.MOV.IMM R10, 38", "ALU.MOV.IMM R10, 22"))
     assert "the TME descriptor has rank 1; this instruction copies a 2-D box" in msg
+
+
+@pytest.mark.parametrize("box, coords", [((8, 16), [(0, 0), (27, 20)]),
+                                         ((1, 8), [(31, 24), (-1, 3)])])
+def test_tme_copies_a_4_byte_aligned_tensor(box, coords, rng):
+    """The machine file's TME global alignment is 4 bytes, not 16: a tensor whose base is
+    4 bytes into its array and whose rows are 132 bytes apart (neither a multiple of 16)
+    loads correctly, also a box of the smallest size (32 bytes), inside and across the
+    tensor's edges; the shared rows stay multiples of 16 bytes."""
+    full = rng.standard_normal((32, 33)).astype(np.float32)
+    x = full[:, 1:]                                       # strides (132, 4)
+    nbytes = int(np.prod(box)) * 4
+    smem, shared = 256, 256 + -(-nbytes // 256) * 256
+    y = np.full((2, shared), 0x5A, np.uint8)
+    text = tme_load_listing(x, box, 0, shared, smem).replace(
+        "ALU.MOV.B64 R8, c[0x0]", "ALU.MOV.B64 R8, c[0x0]\n        ALU.IADD.S64 R8, R8, 4")
+    assert "ALU.MOV.IMM R13, 132" in text
+    run(text, [full, y, np.array(coords, np.int32)], (2, 1, 1))
+    for b in range(2):
+        got = unswizzle(y[b], smem, int(np.prod(box)), 4, 0).reshape(box)
+        assert np.array_equal(got, box_ref(x, coords[b], box, 0)), f"block {b}"
+
+
+def test_tme_elements_stay_naturally_aligned():
+    """4-byte alignment is TME's; this model's memory still needs each element at a
+    multiple of its size (as LSU accesses do): an f64 tensor 4 bytes off faults."""
+    x = np.zeros((8, 8), np.float64)
+    msg = _bad(x, box=(4, 4), edit=lambda t: t.replace(
+        "ALU.MOV.B64 R8, c[0x0]", "ALU.MOV.B64 R8, c[0x0]\n        ALU.IADD.S64 R8, R8, 4"))
+    assert "the descriptor's global base address" in msg and \
+        "is not a multiple of the element size 8" in msg
 
 
 def test_tme_global_out_of_bounds_names_the_array():
@@ -403,34 +437,37 @@ ROWS = [(ta, tb, acc, k) for ta, tb, acc, ks in SQMMA_TYPES for k in ks]
 
 @pytest.mark.parametrize("i", range(len(ROWS)), ids=lambda i: "{}.{}.{}-K{}".format(*ROWS[i]))
 def test_sqmma_every_shape(i, rng):
-    """Every M x N of one type pair and K (so every SQMMA row runs), scale 0 and 1
-    alternating, the four operand majors and swizzles varying over the type pairs:
-    bit-exact against the k-ordered f32 rule (wrapping int32 for S8) and within the f32
+    """Every M x N of the machine file with one type pair and K (so every SQMMA row runs;
+    TF32's K-major-only shapes when trans is 2), scale 0 and 1 and the four negations
+    varying, the four operand majors and swizzles varying over the type pairs: bit-exact
+    against the k-ordered f32 rule (32-bit wrapping sums for S8 and U8) and within the f32
     rounding bound of the float64 product."""
     ta, tb, acc, k = ROWS[i]
     trans, swizzle = i % 4, (0, 64, 32, 16)[(i // 4) % 4]
     A, B = operand(rng, ta, (128, k)), operand(rng, tb, (k, 128))
     img, da, db = stored(A, B, k, trans, swizzle)
-    shapes = [(m, n, (j + i) % 2) for j, (m, n) in enumerate((m, n) for m in SQMMA_M
-                                                              for n in SQMMA_N)]
+    mns = [mn for mn in SQMMA_MN if ta != "TF32" or trans == 2 or mn not in SQMMA_TF32_KMAJOR_MN]
+    shapes = [(m, n, (j + i) % 2, (j + i // 2) % 4) for j, (m, n) in enumerate(mns)]
     text, offs = sqmma_listing(shapes, k, ta, tb, acc, trans, (da, db))
-    total = sum(m * n for m, n, _ in shapes)
-    if acc == "S32":
+    total = sum(m * n for m, n, _, _ in shapes)
+    if acc in ("S32", "U32"):
         d0 = rng.integers(-2**31, 2**31, total).astype(np.int32)
         y = np.full(total, 0x7EADBEEF, np.int32)
     else:
         d0 = (rng.standard_normal(total) * 4).astype(np.float32)
         y = np.full(total, np.nan, np.float32)
     run(text, [img.reshape(1, -1), d0, y])
-    for (m, n, scale), off in zip(shapes, offs):
+    for (m, n, scale, neg), off in zip(shapes, offs):
         got = y[off:off + m * n].reshape(m, n)
         init = d0[off:off + m * n].reshape(m, n) if scale else np.zeros((m, n), d0.dtype)
-        what = f"M{m}N{n}K{k} {ta}.{tb} scale {scale} trans {trans} swizzle {swizzle}"
-        if acc == "S32":
-            want = (A[:m].astype(np.int64) @ B[:, :n].astype(np.int64) + init).astype(np.int32)
-            assert np.array_equal(got, want), what
+        sa, sb = (-1 if neg & 1 else 1), (-1 if neg & 2 else 1)
+        what = f"M{m}N{n}K{k} {ta}.{tb} scale {scale} neg {neg} trans {trans} swizzle {swizzle}"
+        if acc in ("S32", "U32"):
+            want = (sa * A[:m].astype(np.int64)) @ (sb * B[:, :n].astype(np.int64)) + init
+            assert np.array_equal(got.view(np.uint32), (want & 0xFFFFFFFF).astype(np.uint32)), \
+                what
             continue
-        a, b = as_f32(A[:m], ta), as_f32(B[:, :n], tb)
+        a, b = sa * as_f32(A[:m], ta), sb * as_f32(B[:, :n], tb)
         want = init.copy()
         for kk in range(k):
             want += a[:, kk:kk + 1] * b[kk:kk + 1, :]
@@ -438,6 +475,31 @@ def test_sqmma_every_shape(i, rng):
         exact = a.astype(np.float64) @ b.astype(np.float64) + init
         bound = 2 * k * 2.0 ** -24 * (np.abs(a).astype(np.float64) @ np.abs(b) + np.abs(init))
         assert (np.abs(got - exact) <= bound + 1e-30).all(), what
+
+
+def test_sqmma_rows_are_the_machine_files_shapes():
+    """The SQMMA rows have exactly the machine file's (M, N) per type pair, and the TF32
+    rows of its K-major-only shapes take trans = 2 only: the assembler refuses others."""
+    from mutile.backends.pinghu import assemble
+    from mutile.backends.pinghu.isa.errors import AssemblyError
+    from mutile.machines import default
+    want = {tuple(mn) for mn in default().value("isa", "sqmma_mn")}
+    assert len(want) == 11 and (16, 16) not in want and (64, 16) in want
+    for ta, tb, acc, k in ROWS:
+        got = {(r.attrs["m"], r.attrs["n"]) for r in INSTRS if r.unit == "SQMMA"
+               and r.family == "SQMMA" and (r.attrs["a"], r.attrs["k"]) == (ta, k)
+               and r.attrs["b"] == tb}
+        assert got == want, (ta, tb, k)
+    good = lines(head([], 128, 1024), ["SQMMA.M128N64K8.F32.TF32.TF32 R[0:64], R1, R2, 0, 2, 0"])
+    assemble(good)
+    with pytest.raises(AssemblyError) as e:
+        assemble(good.replace("R2, 0, 2, 0", "R2, 0, 0, 0"))
+    assert "immediate 0 out of range for kmajor (2 .. 2)" in str(e.value)
+    with pytest.raises(AssemblyError) as e:
+        assemble(good.replace("M128N64K8", "M16N16K8").replace("R[0:64]", "R[0:2]"))
+    assert "SQMMA.M16N16K8.F32.TF32.TF32" in str(e.value)
+    assemble(good.replace("TF32.TF32", "BF16.BF16").replace("K8", "K16")
+             .replace("0, 2, 0", "0, 0, 3"))
 
 
 @pytest.mark.parametrize("stagger", [False, True])
@@ -472,15 +534,15 @@ def test_sqmma_operands_must_stay_in_shared_memory():
                                   f"ALU.MOV.IMM R241, {pack_smem_desc(32000, 64, 32)}")
     msg = fault(text, [np.zeros((1, 32768), np.uint8), np.zeros(8192, np.float32)])
     assert "SQMMA operand B reaches shared address 0x80fe, past the block's 32768 bytes" in msg
-    assert "SQMMA.M64N32K16.F32.BF16.BF16 R[0:16], R240, R241, 0, 0" in msg
+    assert "SQMMA.M64N32K16.F32.BF16.BF16 R[0:16], R240, R241, 0, 0, 0" in msg
 
 
 def test_d_is_written_when_the_sqmma_completes(rng):
     """Before SQMMA.WAIT the accumulator registers still hold their old values."""
     text = sqmma_squads(threads=128).replace(
-        "SQMMA.M64N32K16.F32.BF16.BF16 R[0:16], R240, R241, 0, 0\n        SQMMA.WAIT\n",
+        "SQMMA.M64N32K16.F32.BF16.BF16 R[0:16], R240, R241, 0, 0, 0\n        SQMMA.WAIT\n",
         "ALU.MOV.IMM R[0:16], 7.0\n"
-        "        SQMMA.M64N32K16.F32.BF16.BF16 R[0:16], R240, R241, 0, 0\n")
+        "        SQMMA.M64N32K16.F32.BF16.BF16 R[0:16], R240, R241, 0, 0, 0\n")
     img = np.zeros((1, 32768), np.uint8)
     place(img[0], operand(rng, "BF16", (16, 32)), 16384, 64, 32)
     place(img[0], operand(rng, "BF16", (64, 16)), 0, 32, 0)

@@ -58,12 +58,12 @@ def test_no_report_when_one_warp_waits_and_a_block_barrier_follows(rng):
     run(text, [x, np.zeros(1), np.zeros((1, 2), np.int32)], sanitize=True)
 
 
-@pytest.mark.parametrize("i", [0, 5, 12, 21])
+@pytest.mark.parametrize("i", [0, 5, 12, 21, 26])
 def test_no_report_on_sqmma_operands_written_and_fenced(i, rng):
     ta, tb, acc, k = ROWS[i]
     A, B = operand(rng, ta, (128, k)), operand(rng, tb, (k, 128))
     img, da, db = stored(A, B, k, i % 4, 64)
-    text, _ = sqmma_listing([(64, 32, 0), (128, 16, 0)], k, ta, tb, acc, i % 4, (da, db))
+    text, _ = sqmma_listing([(64, 32, 0, 0), (64, 16, 0, 3)], k, ta, tb, acc, i % 4, (da, db))
     run(text, [img.reshape(1, -1), np.zeros(8192, np.float32), np.zeros(8192, np.float32)],
         sanitize=True)
 
@@ -117,7 +117,7 @@ def test_an_sqmma_that_waited_on_the_wrong_barrier_is_reported(rng):
                           "memory that the TME copy at pc ")
     assert "@P3 TME.LD.TILE.2D R36, R[8:15], R[24:26], R31, " in msg
     assert "// t.py:35  a[s] = tme_load(a_desc, (m0, k)) has not been waited for" in msg
-    assert "SQMMA.M64N64K64.F32.BF16.BF16 R[64:96], R38, R39, 1, 0    // t.py:23  acc = " \
+    assert "SQMMA.M64N64K64.F32.BF16.BF16 R[64:96], R38, R39, 1, 0, 0    // t.py:23  acc = " \
            "dot(a[s], b[s], acc)" in msg
 
 
@@ -136,9 +136,9 @@ def test_a_tme_store_of_bytes_not_waited_for_is_reported(rng):
 # ---------------------------------------------------------------- (b) overwriting SQMMA operands
 def squads_with(between: list[str]) -> str:
     return sqmma_squads(threads=128).replace(
-        "SQMMA.M64N32K16.F32.BF16.BF16 R[0:16], R240, R241, 0, 0\n        SQMMA.WAIT\n",
+        "SQMMA.M64N32K16.F32.BF16.BF16 R[0:16], R240, R241, 0, 0, 0\n        SQMMA.WAIT\n",
         "// t.py:30  acc = dot(a, b)\n"
-        "        SQMMA.M64N32K16.F32.BF16.BF16 R[0:16], R240, R241, 0, 0\n"
+        "        SQMMA.M64N32K16.F32.BF16.BF16 R[0:16], R240, R241, 0, 0, 0\n"
         + lines(between) + "        SQMMA.WAIT\n")
 
 
@@ -149,7 +149,7 @@ def test_a_store_over_a_pending_sqmma_operand_is_reported(rng):
     msg = report(text, args)
     assert msg.startswith("t.py:31:1: device fault: kernel 't': this store overwrites shared "
                           "memory that the SQMMA at pc ")
-    assert "SQMMA.M64N32K16.F32.BF16.BF16 R[0:16], R240, R241, 0, 0    // t.py:30  acc = " \
+    assert "SQMMA.M64N32K16.F32.BF16.BF16 R[0:16], R240, R241, 0, 0, 0    // t.py:30  acc = " \
            "dot(a, b) still reads" in msg
     assert "LSU.ST.SHARED.B32 [0x40], RZ    // t.py:31  a[0, 0] = 0" in msg
 
@@ -222,7 +222,7 @@ def test_sqmma_operands_written_without_a_fence_are_reported(rng):
     ta, tb, acc, k = ROWS[0]
     A, B = operand(rng, ta, (128, k)), operand(rng, tb, (k, 128))
     img, da, db = stored(A, B, k, 0, 0)
-    text, _ = sqmma_listing([(64, 32, 0)], k, ta, tb, acc, 0, (da, db), fence=False)
+    text, _ = sqmma_listing([(64, 32, 0, 0)], k, ta, tb, acc, 0, (da, db), fence=False)
     args = [img.reshape(1, -1), np.zeros(2048, np.float32), np.zeros(2048, np.float32)]
     run(text, args)
     msg = report(text, args)

@@ -72,7 +72,9 @@ L_join:
 
 # ---------------------------------------------------------------- WMMA
 SHAPES = {"F16": ("M16N8K16", 16, np.float16), "BF16": ("M16N8K16", 16, ml_dtypes.bfloat16),
-          "TF32": ("M16N8K8", 8, np.float32)}
+          "TF32": ("M16N8K8.TF32", 8, np.float32)}
+DTYPE = {"F16": np.float16, "BF16": ml_dtypes.bfloat16, "TF32": np.float32}
+WMMA_ROWS = [r for r in INSTRS if r.family == "WMMA"]
 
 
 def fragments(mats: np.ndarray, shape: str, operand: str, ab: str) -> np.ndarray:
@@ -97,40 +99,65 @@ def mma_ref(a, b, c):
     return acc
 
 
-@pytest.mark.parametrize("ab", list(SHAPES))
+def test_wmma_rows_are_the_machine_files_shapes():
+    """Every WMMA shape of the machine file has f16 and bf16 rows, tf32 its m16n8k8, and
+    no row has another shape; each row's fragments cover its matrices once."""
+    from mutile.machines import default
+    want = {tuple(s) for s in default().value("isa", "wmma_shapes")}
+    assert want == {(16, 8, 8), (16, 8, 16), (8, 16, 16), (16, 16, 16), (16, 16, 32)}
+    got = {(r.attrs["m"], r.attrs["n"], r.attrs["k"]) for r in WMMA_ROWS}
+    assert got == want
+    for ab in ("F16", "BF16"):
+        assert {(r.attrs["m"], r.attrs["n"], r.attrs["k"]) for r in WMMA_ROWS
+                if r.attrs["ab"] == ab} == want
+    assert [r.mnemonic for r in WMMA_ROWS if r.attrs["ab"] == "TF32"] == \
+        ["WMMA.M16N8K8.F32.TF32.TF32"]
+
+
+@pytest.mark.parametrize("row", WMMA_ROWS, ids=lambda r: r.mnemonic)
 @pytest.mark.parametrize("count", [1, 2])
 @pytest.mark.parametrize("chunk", [None, 1])
-def test_wmma(ab, count, chunk, rng, monkeypatch):
-    """D = A @ B + C per warp (4 warps over 2 blocks); with count 2 a single A fragment is
-    broadcast over runs of B, C and D fragments; ``chunk`` 1: one warp at a time."""
+def test_wmma(row, count, chunk, rng, monkeypatch):
+    """D = A @ B + C per warp (4 warps over 2 blocks) for every WMMA row, on random data:
+    bit-exact against the k-ordered f32 rule and close to numpy's float64 product. With
+    count 2 a single A fragment is broadcast over runs of B, C and D fragments; ``chunk``
+    1: one warp at a time."""
     if chunk is not None:
         monkeypatch.setattr(warp, "_CHUNK", chunk)
-    shape, k, dt = SHAPES[ab]
+    at = row.attrs
+    lay, m, n, k, ab = at["layout"], at["m"], at["n"], at["k"], at["ab"]
+    dt = DTYPE[ab]
     nw = NT // 32
-    a = random_data(np.float32, (nw, 1, 16, k), rng, specials=False).astype(dt)
-    b = random_data(np.float32, (nw, count, k, 8), rng, specials=False).astype(dt)
-    c = random_data(np.float32, (nw, count, 16, 8), rng, specials=False)
+    a = random_data(np.float32, (nw, 1, m, k), rng, specials=False).astype(dt)
+    b = random_data(np.float32, (nw, count, k, n), rng, specials=False).astype(dt)
+    c = random_data(np.float32, (nw, count, m, n), rng, specials=False)
     if ab == "TF32":            # tf32 inputs: f32 registers holding tf32 values
         a, b = (a.view(np.uint32) & np.uint32(0xFFFFE000)).view(np.float32), \
             (b.view(np.uint32) & np.uint32(0xFFFFE000)).view(np.float32)
-    fa, fb, fc = fragments(a, shape, "A", ab), fragments(b, shape, "B", ab), \
-        fragments(c, shape, "C", ab)
-    d_regs = 4 * count
+    fa, fb, fc = fragments(a, lay, "A", ab), fragments(b, lay, "B", ab), \
+        fragments(c, lay, "C", ab)
+    assert [s.width for s in row.operands] == [fc.shape[0] // count, fa.shape[0],
+                                               fb.shape[0] // count, fc.shape[0] // count]
+    d_regs = fc.shape[0]
     y = poisoned(d_regs)
     run_or_reg = (lambda base, n: f"R[{base}:{base + n}]") if count > 1 else \
         (lambda base, n: f"R{base}")
-    body = [transfer("LD", 1, 40, 4), transfer("LD", 2, 72, fb.shape[0]),
+    body = [transfer("LD", 1, 40, fa.shape[0]), transfer("LD", 2, 72, fb.shape[0]),
             transfer("LD", 3, 104, fc.shape[0]),
-            f"        WMMA.{shape}.F32.{ab}.{ab} {run_or_reg(8, d_regs)}, R40, "
+            f"        {row.mnemonic} {run_or_reg(8, d_regs)}, R40, "
             f"{run_or_reg(72, fb.shape[0])}, {run_or_reg(104, fc.shape[0])}",
             transfer("ST", 0, 8, d_regs)]
     run(header([("Y", "ptr"), ("A", "ptr"), ("B", "ptr"), ("C", "ptr")]) + PROLOGUE + "\n"
         + "\n".join(body) + "\n", [y, fa, fb, fc], (2, 1, 1))
-    want = mma_ref(np.broadcast_to(a, (nw, count, 16, k)), b, c)
-    assert_bits_equal(y, fragments(want, shape, "C", ab), f"WMMA {ab}")
-    close = np.abs(want - (a.astype(np.float64) @ b.astype(np.float64) + c))
-    assert close.max() <= 1e-4 * (1 + np.abs(want).max())
-    assert from_image(y, np.float32).shape == (d_regs, NT)
+    want = mma_ref(np.broadcast_to(a, (nw, count, m, k)), b, c)
+    assert_bits_equal(y, fragments(want, lay, "C", ab), row.mnemonic)
+    exact = a.astype(np.float64) @ b.astype(np.float64) + c
+    got = np.empty_like(want)
+    r, col = coords(lay, "C")
+    img = from_image(y, np.float32).reshape(count, -1, nw, 32)      # (count, regs, warps, lane)
+    got[:, :, r, col] = img.transpose(2, 0, 3, 1)
+    assert np.abs(got - exact).max() <= 2 * k * 2.0 ** -24 * (
+        np.abs(a.astype(np.float64)) @ np.abs(b.astype(np.float64)) + np.abs(c)).max()
 
 
 def test_wmma_bf16_tiny_products_round_once(rng):

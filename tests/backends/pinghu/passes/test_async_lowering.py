@@ -27,9 +27,10 @@ def range_ws_matmul(a_desc, b_desc, c_ptr, M, N, K, BM: ml.constexpr, BN: ml.con
 
 
 @mutile.jit
-def const_stride_matmul(a_ptr, b_ptr, c_ptr, M):
-    """A's constant 200-byte rows can never be TME-copied; B's can."""
-    a_d = ml.make_tensor_descriptor(a_ptr, shape=[M, 100], strides=[100, 1],
+def const_stride_matmul(a_ptr, b_ptr, c_ptr, M, LDA: ml.constexpr):
+    """A's rows are a constant LDA elements apart (TME copies them when LDA * 2 bytes is a
+    multiple of 4); B's rows always can be."""
+    a_d = ml.make_tensor_descriptor(a_ptr, shape=[M, 100], strides=[LDA, 1],
                                     block_shape=[64, 64])
     b_d = ml.make_tensor_descriptor(b_ptr, shape=[100, 64], strides=[64, 1],
                                     block_shape=[64, 64])
@@ -99,23 +100,52 @@ def test_range_warp_specialize(backend, rng):
         assert k.metadata["threads_per_block"] == 160
 
 
-def test_unaligned_rows_take_the_fallback(rng):
-    """K = 100 bf16 rows are 200 bytes: TME cannot copy them, the loop's original form
-    runs (still on SQMMA, operands staged through shared memory)."""
-    a, b, want = _operands(rng, 64, 64, 100, BF16)
-    got, k = _desc_matmul(a, b)
-    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-4)
-    assert "TME.LD.TILE.2D" in _mnemonics(k)
+@pytest.fixture
+def executed(monkeypatch):
+    """The interpreter's Stats of every launch from here on (by_unit counts the warp
+    instructions each unit executed), recorded around the real ``execute``."""
+    from mutile.backends.pinghu.machine import scheduler
+    seen, real = [], scheduler.execute
+
+    def spy(*a, **kw):
+        stats = real(*a, **kw)
+        seen.append(stats)
+        return stats
+    monkeypatch.setattr(scheduler, "execute", spy)
+    return seen
 
 
-def test_constant_unaligned_stride_is_not_pipelined(rng):
+@pytest.mark.parametrize("backend", ["llvm", "pinghu"])
+@pytest.mark.parametrize("K, tme", [(100, True), (64, True), (101, False)])
+def test_rows_need_4_byte_alignment_for_tme(backend, K, tme, rng, executed):
+    """TME's global alignment is the machine file's 4 bytes: K = 100 bf16 rows (200 bytes,
+    not a multiple of 16) take the pipelined TME loop at run time, K = 101 (202 bytes)
+    the loop's original form (still on SQMMA, operands staged through shared memory);
+    the llvm backend runs the plain loop. All match numpy in float64."""
+    a, b, want = _operands(rng, 64, 64, K, BF16)
+    M, N = a.shape[0], b.shape[1]
+    c = np.full((M, N), np.nan, np.float32)
+    k = mm.matmul_descriptor_kernel[(1, 1)](a, b, c, M, N, K, BLOCK_M=64, BLOCK_N=64,
+                                            BLOCK_K=64, backend=backend)
+    np.testing.assert_allclose(c, want, rtol=1e-5, atol=1e-4)
+    if backend == "pinghu":
+        assert "TME.LD.TILE.2D" in _mnemonics(k) and "ph.desc_aligned" in k.asm["pinghu_ir"]
+        assert (executed[-1].by_unit.get("TME", 0) > 0) == tme, executed[-1].by_unit
+
+
+@pytest.mark.parametrize("lda, pipelined", [(101, 1), (100, 2)])
+def test_constant_stride_pipelined_when_4_byte_aligned(lda, pipelined, rng):
+    """A constant row stride is checked at compile time: 202 bytes can never be
+    TME-copied (A is not pipelined, B is), 200 bytes can (both are)."""
     a, b, want = _operands(rng, 64, 64, 100, BF16)
+    a_mem = np.zeros((64, lda), BF16)
+    a_mem[:, :100] = a
     c = np.full((64, 64), np.nan, np.float32)
-    k = const_stride_matmul[(1,)](a, b, c, 64, backend="pinghu")
+    k = const_stride_matmul[(1,)](a_mem, b, c, 64, LDA=lda, backend="pinghu")
     np.testing.assert_allclose(c, want, rtol=1e-5, atol=1e-4)
     ir = k.asm["pinghu_ir"]
-    assert ir.count("ph.tme_load") >= 1 and "shape = [3, 64, 64]" in ir    # B only
-    assert ir.count("ph.alloc_shared {dtype = bf16, shape = [3,") == 1
+    assert ir.count("ph.tme_load") >= 1 and "shape = [3, 64, 64]" in ir
+    assert ir.count("ph.alloc_shared {dtype = bf16, shape = [3,") == pipelined
 
 
 def test_eight_warps_two_squads(rng):
@@ -181,3 +211,51 @@ def test_docs_schedule_listing_is_current():
     text = re.sub(r"// \S*kernels/", "// kernels/", k.asm["musa"])
     start = text.index(quoted[0] + "\n")
     assert text[start:].splitlines()[:len(quoted)] == quoted
+
+
+@mutile.jit
+def small_dot(a_ptr, b_ptr, c_ptr, d_ptr, M: ml.constexpr, N: ml.constexpr,
+              K: ml.constexpr):
+    rm, rn, rk = ml.arange(0, M), ml.arange(0, N), ml.arange(0, K)
+    a = ml.load(a_ptr + rm[:, None] * K + rk[None, :])
+    b = ml.load(b_ptr + rk[:, None] * N + rn[None, :])
+    acc = ml.load(c_ptr + rm[:, None] * N + rn[None, :])
+    ml.store(d_ptr + rm[:, None] * N + rn[None, :], ml.dot(a, b, acc))
+
+
+@pytest.mark.parametrize("M, N, sqmma", [(64, 64, "SQMMA.M64N64K64.U32.U8.U8"),
+                                         (32, 128, "SQMMA.M32N128K64.U32.U8.U8"),
+                                         (16, 16, None)])
+def test_u8_dot_accumulates_into_u32(M, N, sqmma, backend, rng):
+    """u8 x u8 -> u32 (wrapping): an SQMMA of the machine file's shapes on Pinghu (16x16
+    is none: the dot stays off SQMMA), the same numbers on llvm."""
+    K = 64
+    a = rng.integers(0, 256, (M, K)).astype(np.uint8)
+    b = rng.integers(0, 256, (K, N)).astype(np.uint8)
+    c = rng.integers(0, 2**32, (M, N)).astype(np.uint32)
+    d = np.full((M, N), 0xFFFFFFFF, np.uint32)
+    k = small_dot[(1,)](a, b, c, d, M=M, N=N, K=K, backend=backend)
+    want = (c.astype(np.int64) + a.astype(np.int64) @ b.astype(np.int64)) & 0xFFFFFFFF
+    assert np.array_equal(d, want.astype(np.uint32))
+    if backend == "pinghu":
+        names = {n for n in _mnemonics(k) if n.startswith("SQMMA.M")}
+        assert names == ({sqmma} if sqmma else set()), names
+
+
+@pytest.mark.parametrize("M, N, warps, sqmma", [(16, 16, 4, None), (128, 16, 4, None),
+                                                (16, 64, 4, "SQMMA.M16N64K32"),
+                                                (128, 32, 8, "SQMMA.M64N32K32")])
+def test_dot_takes_sqmma_only_in_the_machine_files_shapes(M, N, warps, sqmma, backend, rng):
+    """The sqmma pass maps a dot whose squads' part is one instruction shape (16x16 or
+    128x16 on one squad are not: they stay on WMMA); results agree on both backends."""
+    a = rng.uniform(-2, 2, (M, 32)).astype(BF16)
+    b = rng.uniform(-2, 2, (32, N)).astype(BF16)
+    c = rng.uniform(-2, 2, (M, N)).astype(np.float32)
+    d = np.full((M, N), np.nan, np.float32)
+    k = small_dot[(1,)](a, b, c, d, M=M, N=N, K=32, backend=backend, num_warps=warps)
+    want = c.astype(np.float64) + a.astype(np.float64) @ b.astype(np.float64)
+    np.testing.assert_allclose(d, want, rtol=1e-5, atol=1e-4)
+    if backend == "pinghu":
+        names = {n for n in _mnemonics(k) if n.startswith(("SQMMA.M", "WMMA."))}
+        assert names == ({f"{sqmma}.F32.BF16.BF16"} if sqmma else
+                         {"WMMA.M16N8K16.F32.BF16.BF16"}), names
