@@ -149,6 +149,7 @@ class TimingMachine(Machine):
         super().on_launch(program, grid)
         self.plan = make_plan(program, grid, self.t, self.sample)
         self.info, self.pipes = program_info(program, self.t)
+        self.loads = any(p.memload for p in self.info)
         n = len(program.instructions) + 1
         self.issued_pc = np.zeros(n)
         self.sums = np.zeros((n, 4))        # per pc: sums of clock, t0, t1, issue time
@@ -254,19 +255,24 @@ class TimingMachine(Machine):
         B[0] = c
         t0 = np.maximum(c, dm, out=B[1])
         t1 = np.maximum(t0, dep, out=B[2])
-        ti = np.maximum(t1, self.pipe[w1, p.pipe], out=B[3])
+        if p.ii > 1.0:                          # (a pipe of interval 1 is never busy
+            ti = np.maximum(t1, self.pipe[w1, p.pipe], out=B[3])   # past the clock)
+            self.pipe[w1, p.pipe] = ti + p.ii
+        else:
+            ti = B[3]
+            ti[...] = t1
         self.sums[pc] += B.sum(axis=1)
         self.issued_pc[pc] += nw
         self.tiss[w1] = ti
         self.clock[w1] = ti + 1.0
-        self.pipe[w1, p.pipe] = ti + p.ii
         lat = p.lat
         if p.space is not None and self._lat is not None:
             lat, self._lat = self._lat, None
         if p.dsts.size:
             done = (ti + lat)[:, None]
             self.ready[w2, p.dsts, 0] = done
-            self.ready[w2, p.dsts, 1] = done if p.memload else 0.0
+            if self.loads:                      # (no global load: the flags stay 0)
+                self.ready[w2, p.dsts, 1] = done if p.memload else 0.0
         if p.pdsts.size:
             self.pready[w2, p.pdsts] = (ti + lat)[:, None]
         ti = ti.copy()                          # (B is scratch) the demand log keeps it

@@ -10,7 +10,7 @@ import mutile.machines as machines
 PIPE_OF_CLASS = {"alu": "alu", "alu64": "alu64", "fp64": "fp64", "imul": "imul", "div": "div",
                  "sfu": "sfu", "cvt": "cvt", "shfl": "shfl", "s2r": "s2r", "bar": "bar",
                  "control": "control", "atom_global": "atom", "tme": "tme",
-                 "async_bar": "async_bar", "fence": "fence", "debug": "debug", "wmma": "alu",
+                 "async_bar": "async_bar", "fence": "fence", "debug": "debug", "wmma": "wmma",
                  "sqmma": "alu", "ld_global": "lsu", "st_global": "lsu", "ld_shared": "lsu",
                  "st_shared": "lsu", "ld_local": "lsu", "st_local": "lsu"}
 UNIT_OF_CLASS = {"alu": "ALU", "alu64": "ALU", "fp64": "ALU", "imul": "ALU", "div": "ALU",
