@@ -63,8 +63,9 @@ class L2:
         owner = np.full(len(sectors), -1, np.int64)
         region = sectors >> (REGION_SHIFT - self.sector_shift)
         local = sectors & (_LOW >> self.sector_shift)
-        for r in np.unique(region).tolist():
-            sel = region == r
+        one = len(region) and region[0] == region[-1]      # sorted: one region
+        for r in ([int(region[0])] if one else np.unique(region).tolist()):
+            sel = slice(None) if one else region == r
             idx = local[sel]
             tab, own = self._table(r, int(idx.max()))
             st = tab[idx]
@@ -92,9 +93,14 @@ class L2:
 def distinct_per_row(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """For int64 ``keys`` (rows, lanes; -1 = no access): the count of distinct keys per
     row, and the distinct keys (row by row, sorted) with their row numbers."""
-    s = np.sort(keys, axis=1)
+    d = np.diff(keys, axis=1)
+    if (d >= 0).all():                      # coalesced rows come sorted
+        s = keys
+    else:
+        s = np.sort(keys, axis=1)
+        d = np.diff(s, axis=1)
     new = np.ones_like(s, bool)
-    new[:, 1:] = s[:, 1:] != s[:, :-1]
+    new[:, 1:] = d != 0
     new &= s >= 0
     rows = np.broadcast_to(np.arange(len(s))[:, None], s.shape)
     return new.sum(axis=1), s[new], rows[new]
@@ -113,10 +119,10 @@ def global_access(t, l2: L2, addr: np.ndarray, mask, nbytes: int, nw: int, store
     rows = sec.reshape(k, nw, 32).transpose(1, 0, 2).reshape(nw * k, 32)
     count, keys, row = distinct_per_row(rows)
     per_warp_sectors = count.reshape(nw, k).sum(axis=1)
-    uniq, inv = np.unique(keys, return_inverse=True)
+    # (first: the first warp to touch each sector; one sort for both)
+    uniq, first, inv = np.unique(keys, return_index=True, return_inverse=True)
     warp_of = row // k
     blk = np.zeros(len(keys), np.int64) if blocks is None else np.asarray(blocks)[warp_of]
-    _, first = np.unique(inv, return_index=True)    # the first warp to touch a sector
     miss, owner = l2.access(uniq, store, blk[first])
     missed = np.zeros(nw, bool)
     missed[warp_of[l2.slow(miss[inv], owner[inv], blk)]] = True
@@ -169,9 +175,8 @@ def tme_sectors(l2: L2, addr: np.ndarray, inside, store: bool,
     if inside is not None:
         sec = np.where(inside, sec, -1)
     count, keys, row = distinct_per_row(sec)
-    uniq, inv = np.unique(keys, return_inverse=True)
+    uniq, where, inv = np.unique(keys, return_index=True, return_inverse=True)
     blk = np.zeros(len(keys), np.int64) if blocks is None else np.asarray(blocks)[row]
-    _, where = np.unique(inv, return_index=True)
     miss, owner = l2.access(uniq, store, blk[where])
     mine = np.zeros(len(inv), bool)
     mine[where] = True

@@ -39,7 +39,7 @@ class PcInfo:
     """What the model needs of one instruction, computed once per launch."""
     __slots__ = ("srcs", "dsts", "psrcs", "pdsts", "lat", "pipe", "ii", "unit", "cost",
                  "kind", "load", "space", "nbytes", "addr", "memload", "dvec", "bar", "dnz",
-                 "mma_dtype")
+                 "mma_dtype", "srcs_c", "dsts_c", "psrcs_c", "pdsts_c")
 
 
 def _rows(v, spec) -> list[int]:
@@ -79,6 +79,8 @@ def pc_info(ins, t: Timing, pipes: dict) -> PcInfo:
     ps += _preds(ins.guard) if ins.guard is not None else []
     p.srcs, p.dsts = np.array(sorted(set(src)), np.int64), np.array(sorted(set(dst)), np.int64)
     p.psrcs, p.pdsts = np.array(sorted(set(ps)), np.int64), np.array(sorted(set(pd)), np.int64)
+    p.srcs_c, p.dsts_c = p.srcs[:, None], p.dsts[:, None]     # for a gather of warps
+    p.psrcs_c, p.pdsts_c = p.psrcs[:, None], p.pdsts[:, None]
     cls = row.latency
     p.lat = t.class_latency(cls)
     key = compose.pipe_key(cls)
@@ -177,8 +179,8 @@ class TimingMachine(Machine):
         self.wpb = st.warps_per_block
         self.clock = np.zeros(W)
         self.tiss = np.zeros(W)
-        self.ready = np.zeros((W, C, 2))
-        self.pready = np.zeros((W, max(P, 1)))
+        self.ready = np.zeros((2, C, W))         # ready cycle; ready if a load made it
+        self.pready = np.zeros((max(P, 1), W))
         self.pipe = np.zeros((W, max(len(self.pipes), 1)))
         self.flops = np.zeros(W)
         self.bar_arrive = np.zeros(W)
@@ -235,18 +237,20 @@ class TimingMachine(Machine):
             return
         p = self.info[pc]
         w0 = int(warps[0])
-        if int(warps[-1]) - w0 + 1 == nw:
-            w1 = w2 = slice(w0, w0 + nw)
+        if int(warps[-1]) - w0 + 1 == nw:       # register rows x warp columns
+            w1 = slice(w0, w0 + nw)
+            srcs, dsts, psrcs, pdsts = p.srcs, p.dsts, p.psrcs, p.pdsts
         else:
-            w1, w2 = warps, warps[:, None]
+            w1 = warps
+            srcs, dsts, psrcs, pdsts = p.srcs_c, p.dsts_c, p.psrcs_c, p.pdsts_c
         c = self.clock[w1]
-        if p.srcs.size:                         # (register ready, ready if a load made it)
-            dep = self.ready[w2, p.srcs].max(axis=1)
-            dm, dep = dep[:, 1], dep[:, 0]
+        if p.srcs.size:
+            dep = self.ready[:, srcs, w1].max(axis=1)
+            dep, dm = dep[0], dep[1]
         else:
             dep = dm = c
         if p.psrcs.size:
-            dep = np.maximum(dep, self.pready[w2, p.psrcs].max(axis=1))
+            dep = np.maximum(dep, self.pready[psrcs, w1].max(axis=0))
         if p.kind == "SQMMA.WAIT":
             dep = np.maximum(dep, self.sq_done[w1])
         elif p.kind == "TME.ST.WAIT":
@@ -269,12 +273,12 @@ class TimingMachine(Machine):
         if p.space is not None and self._lat is not None:
             lat, self._lat = self._lat, None
         if p.dsts.size:
-            done = (ti + lat)[:, None]
-            self.ready[w2, p.dsts, 0] = done
+            done = ti + lat
+            self.ready[0, dsts, w1] = done
             if self.loads:                      # (no global load: the flags stay 0)
-                self.ready[w2, p.dsts, 1] = done if p.memload else 0.0
+                self.ready[1, dsts, w1] = done if p.memload else 0.0
         if p.pdsts.size:
-            self.pready[w2, p.pdsts] = (ti + lat)[:, None]
+            self.pready[pdsts, w1] = ti + lat
         ti = ti.copy()                          # (B is scratch) the demand log keeps it
         log = self.busy
         for u, v in p.dnz:
@@ -375,7 +379,7 @@ class TimingMachine(Machine):
         mine = done[np.searchsorted(sq, squad)]
         self.sq_done[warps] = np.maximum(self.sq_done[warps], mine)
         d = op.rows
-        self.ready[warps[:, None], np.arange(d.start, d.stop), 0] = mine[:, None]
+        self.ready[0][d.start:d.stop, warps] = mine
         self.pc_dem[pc, D["SQMMA"]] += dur * len(sq)
         np.add.at(self.flops, warps, flops / 4)
         self.flop_dtype[dt] = self.flop_dtype.get(dt, 0) + flops / 4 * len(warps)

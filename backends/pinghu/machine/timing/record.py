@@ -41,7 +41,7 @@ class PcRow:
     stalls: dict
 
 
-@dataclass
+@dataclass(slots=True)
 class Slice:
     """One slice of the trace: on ``track`` (("MP", mp), ("warp", mp, block, warp) or
     ("unit", mp, name)), ``name`` from ``start`` for ``dur`` cycles, with ``args``."""

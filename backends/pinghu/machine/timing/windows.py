@@ -55,24 +55,23 @@ def block_windows(m, end: np.ndarray, chain: np.ndarray) -> dict:
         offs = np.concatenate([[0], np.cumsum(n)])
         for i in (i for i, f in enumerate(scalar) if not f):
             cost[offs[i]:offs[i + 1]] = log[i][3]
-        spread = np.isin(unit, _SPREAD_LIST) & (cost > 0)
+        spread = np.isin(unit, _SPREAD_LIST) & (cost >= 1.0)   # (less: inside its window)
         top = max(top, float(ti.max(initial=0.0)),
                   float((ti + cost)[spread].max(initial=0.0)))
     nw = int(top // win) + 1
     if log:
-        base = (warp // wpb) * nw
-        idx, wts = [], []
-        # MP-cycles of work from ti on: split over the windows they cover
+        cell = (warp // wpb) * nw
         k0 = (ti // win).astype(np.int64)
-        span = int(cost[spread].max(initial=0.0) // win) + 2
-        for j in range(span):
+        flat = (cell + k0) * U + unit
+        dem = np.bincount(flat[~spread], cost[~spread], nb * nw * U)
+        # MP-cycles of work from ti on: split over the windows they cover
+        cell, k0, ti, cost, unit = cell[spread], k0[spread], ti[spread], cost[spread], \
+            unit[spread]
+        for j in range(int(cost.max(initial=0.0) // win) + 2):
             lo = (k0 + j) * win
             part = np.clip(np.minimum(ti + cost, lo + win) - np.maximum(ti, lo), 0.0, None)
-            part = np.where(spread, part, cost if j == 0 else 0.0)
             k = np.minimum(k0 + j, nw - 1)
-            idx.append((base + k) * U + unit)
-            wts.append(part)
-        dem = np.bincount(np.concatenate(idx), np.concatenate(wts), nb * nw * U)
+            dem += np.bincount((cell + k) * U + unit, part, nb * nw * U)
     else:
         dem = np.zeros(nb * nw * U)
     edges = np.arange(nw) * win
