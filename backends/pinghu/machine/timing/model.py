@@ -38,7 +38,7 @@ SLICE_CAP = 200_000                 # trace slices kept per launch
 class PcInfo:
     """What the model needs of one instruction, computed once per launch."""
     __slots__ = ("srcs", "dsts", "psrcs", "pdsts", "lat", "pipe", "ii", "unit", "cost",
-                 "kind", "load", "space", "nbytes", "addr", "memload", "dvec", "bar", "dnz",
+                 "kind", "load", "space", "nbytes", "addr", "memload", "dvec", "bar",
                  "mma_dtype", "srcs_c", "dsts_c", "psrcs_c", "pdsts_c")
 
 
@@ -116,7 +116,6 @@ def pc_info(ins, t: Timing, pipes: dict) -> PcInfo:
         dvec[D["LSU"]] += 1.0 / t.subcores
     p.memload = bool(p.load and p.space == "GLOBAL")
     p.dvec = dvec
-    p.dnz = [(int(u), float(dvec[u])) for u in np.flatnonzero(dvec)]
     p.mma_dtype = SQMMA_DTYPE.get(row.attrs.get("ab", ""), "bf16") if row.unit == "WMMA" \
         else None
     return p
@@ -162,6 +161,9 @@ class TimingMachine(Machine):
         self.slices: list = []              # (block, warp, name, start, end) arrays
         self.nslices = 0
         self.busy: list = []                # demand log: (unit, warps, times, cost)
+        self.steps_log: list = []           # (pc, warps, issue times): fixed demands
+        self.dvecs = np.array([p.dvec for p in self.info]).reshape(len(self.info),
+                                                                   len(DEMAND))
         self._pend = ()                     # an LSU instruction's demands, until it issues
         self.win = None                     # window of the composition (cycles)
         self.flop_dtype: dict = {}
@@ -279,13 +281,11 @@ class TimingMachine(Machine):
                 self.ready[1, dsts, w1] = done if p.memload else 0.0
         if p.pdsts.size:
             self.pready[pdsts, w1] = ti + lat
-        ti = ti.copy()                          # (B is scratch) the demand log keeps it
-        log = self.busy
-        for u, v in p.dnz:
-            log.append((u, warps, ti, v))
+        ti = ti.copy()                          # (B is scratch) the demand logs keep it
+        self.steps_log.append((pc, warps, ti))  # its fixed demands: self.dvecs[pc]
         if self._pend:
             for u, v in self._pend:
-                log.append((u, warps, ti, v))
+                self.busy.append((u, warps, ti, v))
             self._pend = ()
         if p.kind == "WMMA":
             self.flops[w1] += p.cost * self.t.wmma_rate
@@ -401,7 +401,7 @@ class TimingMachine(Machine):
         stats = super().on_finish()
         n = len(self.info)                      # the instructions' fixed demands
         if n:
-            self.pc_dem[:n] += self.issued_pc[:n, None] * np.array([p.dvec for p in self.info])
+            self.pc_dem[:n] += self.issued_pc[:n, None] * self.dvecs
         self.record = compose.launch_record(self)
         return stats
 

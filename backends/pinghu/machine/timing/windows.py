@@ -44,17 +44,34 @@ def block_windows(m, end: np.ndarray, chain: np.ndarray) -> dict:
     nb, U = len(chain), len(DEMAND)
     top = float(chain.max()) if chain.size else 0.0
     log, m.busy = m.busy, []
-    if log:
+    steps, m.steps_log = m.steps_log, []
+    parts = []                              # (warps, times, units, costs)
+    if steps:                               # the instructions' fixed demands
+        n = np.fromiter(map(len, (e[2] for e in steps)), np.int64, len(steps))
+        sw = np.concatenate([e[1] for e in steps])
+        st = np.concatenate([e[2] for e in steps])
+        pcs = np.repeat(np.fromiter((e[0] for e in steps), np.int64, len(steps)), n)
+        for u in np.flatnonzero(m.dvecs.any(axis=0)).tolist():
+            c = m.dvecs[pcs, u]
+            on = c > 0
+            parts.append((sw[on], st[on], np.full(int(on.sum()), u), c[on]))
+    if log:                                 # the demands of addresses and engines
         n = np.fromiter((len(e[2]) for e in log), np.int64, len(log))
-        warp = np.concatenate([e[1] for e in log])
-        ti = np.concatenate([e[2] for e in log]).astype(np.float64)
-        unit = np.repeat(np.fromiter((e[0] for e in log), np.int64, len(log)), n)
         scalar = [isinstance(e[3], float) for e in log]
         cost = np.repeat(np.fromiter((e[3] if f else 0.0 for e, f in zip(log, scalar)),
                                      np.float64, len(log)), n)
         offs = np.concatenate([[0], np.cumsum(n)])
         for i in (i for i, f in enumerate(scalar) if not f):
             cost[offs[i]:offs[i + 1]] = log[i][3]
+        parts.append((np.concatenate([e[1] for e in log]), np.concatenate([e[2] for e in log]),
+                      np.repeat(np.fromiter((e[0] for e in log), np.int64, len(log)), n),
+                      cost))
+    log = parts
+    if log:
+        warp = np.concatenate([q[0] for q in parts])
+        ti = np.concatenate([q[1] for q in parts]).astype(np.float64)
+        unit = np.concatenate([q[2] for q in parts]).astype(np.int64)
+        cost = np.concatenate([q[3] for q in parts])
         spread = np.isin(unit, _SPREAD_LIST) & (cost >= 1.0)   # (less: inside its window)
         top = max(top, float(ti.max(initial=0.0)),
                   float((ti + cost)[spread].max(initial=0.0)))
