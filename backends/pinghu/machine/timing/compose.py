@@ -186,10 +186,12 @@ def _slices(m, c, wave_start) -> list:
         # an engine's operation keeps its modelled duration (a window stretched by
         # another resource does not slow the engine); a warp's wait stretches with it
         s1 = s0 + (end - start) if unit else c.place(g, end, wave_start)
-        for b, w, a, z, q in zip(blocks.tolist(), warps.tolist(), s0.tolist(), s1.tolist(),
+        dur = np.maximum(s1 - s0, 0.0).tolist()
+        kind = name.split()[0]
+        for b, w, a, d, q in zip(blocks.tolist(), warps.tolist(), s0.tolist(), dur,
                                  (g % c.P).tolist()):
-            track = ("unit", q, name.split()[0]) if unit else ("warp", q, b, w)
-            out.append(Slice(track, name, a, max(z - a, 0.0), {"block": b, "warp": w}))
+            track = ("unit", q, kind) if unit else ("warp", q, b, w)
+            out.append(Slice(track, name, a, d, {"block": b, "warp": w}))
     return out
 
 
