@@ -29,11 +29,6 @@ MEMORY_UNITS = ("LSU", "SHARED", "TME", "L2", "HBM")
 BUCKETS = 400
 
 
-def pipe_key(cls: str) -> str:
-    from .params import PIPE_OF_CLASS
-    return PIPE_OF_CLASS.get(cls, "alu")
-
-
 def block_stats(m, st) -> dict:
     """What one interpreter wave leaves for the composition: per block its id, longest
     warp timeline, summed warp timelines, demands, flops and its windows
@@ -158,7 +153,7 @@ def launch_record(m) -> LaunchRecord:
     return rec
 
 
-def _per_mp_means(g_mp, b_mp, dem, ch_g, present, P):
+def _per_mp_means(g_mp, b_mp, dem, T_g, present, P):
     """Per MP (``P`` of them): the mean demand of the simulated blocks it ran (``b_mp``:
     each block's MP) and the mean (windowed) time of its simulated (``present``) groups
     (``g_mp``: each group's MP); an MP that ran no simulated block takes the launch's
@@ -172,9 +167,9 @@ def _per_mp_means(g_mp, b_mp, dem, ch_g, present, P):
     mp_dem[ran] /= cnt[ran, None]
     mp_dem[~ran] = dem.mean(axis=0)
     gc = np.bincount(g_mp[present], minlength=P)
-    mp_chain = np.bincount(g_mp[present], ch_g[present], P)
-    mp_chain = np.where(gc > 0, mp_chain / np.maximum(gc, 1), ch_g[present].mean())
-    return mp_dem, mp_chain
+    mp_T = np.bincount(g_mp[present], T_g[present], P)
+    mp_T = np.where(gc > 0, mp_T / np.maximum(gc, 1), T_g[present].mean())
+    return mp_dem, mp_T
 
 
 def _slices(m, c, wave_start) -> list:

@@ -30,7 +30,7 @@ from ..device import Machine, MachineParams
 from ..units.lsu import _address
 from . import compose, memory
 from .occupancy import plan as make_plan
-from .params import D, DEMAND, SQMMA_DTYPE, UNIT_OF_CLASS, Timing
+from .params import D, DEMAND, SQMMA_DTYPE, UNIT_OF_CLASS, Timing, pipe_key
 
 SLICE_CAP = 200_000                 # trace slices kept per launch
 
@@ -83,7 +83,7 @@ def pc_info(ins, t: Timing, pipes: dict) -> PcInfo:
     p.psrcs_c, p.pdsts_c = p.psrcs[:, None], p.pdsts[:, None]
     cls = row.latency
     p.lat = t.class_latency(cls)
-    key = compose.pipe_key(cls)
+    key = pipe_key(cls)
     p.pipe = pipes.setdefault(key, len(pipes))
     p.ii = t.pipe_ii(cls)
     p.unit = D[UNIT_OF_CLASS[cls]] if cls in UNIT_OF_CLASS else -1

@@ -25,11 +25,6 @@ class Plan:
     def sampled(self) -> bool:
         return self.simulated < self.blocks
 
-    def mp_of(self, block):
-        return (block % self.per_wave) % min(self.per_wave, self.mp_count)
-
-    mp_count: int = 0
-
 
 def barriers_used(program) -> int:
     """AsyncBarrier ids a block of ``program`` uses: the distinct immediate ids its
@@ -78,4 +73,4 @@ def plan(program, grid: tuple, t, sample) -> Plan:
     else:
         n = int(sample)
     return Plan(occ, limit, max(1, program.threads // t.warp_size), per_wave, waves,
-                nblocks, max(1, min(n, nblocks)) if nblocks else 0, t.mp_count)
+                nblocks, max(1, min(n, nblocks)) if nblocks else 0)

@@ -25,6 +25,11 @@ DEMAND = MP_UNITS + DEVICE_UNITS
 D = {u: i for i, u in enumerate(DEMAND)}
 
 
+def pipe_key(cls: str) -> str:
+    """The pipe instructions of latency class ``cls`` occupy."""
+    return PIPE_OF_CLASS.get(cls, "alu")
+
+
 class Timing:
     """The numbers of one machine file, in cycles and bytes per cycle."""
 
@@ -68,7 +73,7 @@ class Timing:
         return self.latency.get(cls, self.latency["alu"])
 
     def pipe_ii(self, cls: str) -> float:
-        return self.ii.get(PIPE_OF_CLASS.get(cls, "alu"), 1.0)
+        return self.ii.get(pipe_key(cls), 1.0)
 
     # ------------------------------------------------------------ peaks
     def peak_flops(self, dtype: str | None) -> float:

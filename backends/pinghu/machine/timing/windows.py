@@ -139,7 +139,7 @@ class Composition:
         self.d = np.where(live, cand.max(axis=2), 0.0)
         self.which = cand.argmax(axis=2)
         self.s = np.where(length > 0, self.d / np.where(length > 0, length, 1.0), 1.0)
-        self.length, self.dem, self.chain = length, dem, ch
+        self.length, self.dem = length, dem
         self.T = self.d.sum(axis=1)
         self.start = np.cumsum(self.d, axis=1) - self.d      # window starts (stretched)
         self.drain = live & (length == 0)
