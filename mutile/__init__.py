@@ -14,6 +14,7 @@ from .runtime.host import Heuristics, cdiv, heuristics, next_power_of_2
 from .runtime.jit import Config, JITFunction, KernelInterface, jit
 from .runtime.kernel import CompiledKernel
 from .profiler import Profile, profile
+from .autotune import Autotuner, ConfigSpace, autotune
 
 __version__ = "0.1.0"
 
@@ -31,4 +32,4 @@ from . import language, testing  # noqa: E402
 __all__ = ["jit", "JITFunction", "KernelInterface", "CompiledKernel", "Config", "heuristics",
            "Heuristics", "cdiv", "next_power_of_2", "TensorDescriptor", "AddressTable", "as_triton",
            "CompilationError", "LaunchError", "DeviceFault", "MutileError", "language",
-           "testing", "profile", "Profile"]
+           "testing", "profile", "Profile", "autotune", "Autotuner", "ConfigSpace"]

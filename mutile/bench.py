@@ -372,10 +372,19 @@ def _ratio(ours, other, higher):
     return ours / other if higher else other / ours
 
 
+def _autotune_section(quick: bool, as_json: bool) -> int:
+    """``mutile bench --backend autotune``: the autotuner's figures (docs/autotune.md)."""
+    from .autotune.bench import run
+    return run(quick=quick, as_json=as_json)
+
+
 def run_bench(quick: bool = False, backend: str = "llvm", baseline: str | None = None,
               as_json: bool = False, compile_times: bool = True) -> int:
+    if backend == "autotune":
+        return _autotune_section(quick, as_json)
     if backend not in ("llvm", "pinghu"):
-        print(f"mutile bench: unknown backend '{backend}' (llvm, pinghu)", file=sys.stderr)
+        print(f"mutile bench: unknown backend '{backend}' (llvm, pinghu, autotune)",
+              file=sys.stderr)
         return 2
     if as_json:
         print(json.dumps(measure(quick, compile_times, backend)))

@@ -1,5 +1,5 @@
 """The ``mutile`` command: ``demo``, ``ir``, ``asm``, ``bench``, ``coredump``, ``run``,
-``profile``."""
+``profile``, ``tune``."""
 from __future__ import annotations
 
 import argparse
@@ -284,6 +284,8 @@ def main(argv=None) -> int:
                     help="the trace file (default: the script's name with .trace.json)")
     pf.add_argument("script", help="the script (FILE.py); `triton` is aliased to mutile")
     pf.add_argument("args", nargs=argparse.REMAINDER, help="the script's arguments")
+    from .autotune.cli import add_parser as add_tune_parser
+    add_tune_parser(sub)
     args = p.parse_args(argv)
     try:
         return _dispatch(args)
@@ -293,6 +295,9 @@ def main(argv=None) -> int:
 
 
 def _dispatch(args) -> int:
+    if args.cmd == "tune":
+        from .autotune.cli import cmd_tune
+        return cmd_tune(args)
     if args.cmd == "demo":
         return cmd_demo(args)
     if args.cmd == "ir":

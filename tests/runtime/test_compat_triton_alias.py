@@ -57,19 +57,26 @@ def test_the_aliases_are_mutiles_modules(triton):
     assert (major, minor) >= (3, 0)         # published code picks its 3.x paths
 
 
-def test_autotune_says_it_is_not_there_yet(triton):
-    with pytest.raises(mutile.MutileError) as e:
-        @triton.autotune(configs=[triton.Config({"BLOCK": 16})], key=["n"])
-        @triton.jit
-        def k(X, n, BLOCK: triton.language.constexpr):
-            pass
-    assert isinstance(e.value, NotImplementedError) and "issue 13" in str(e.value)
+def test_autotune_is_mutiles(triton):
+    """``triton.autotune`` and ``triton.runtime.Autotuner`` are mutile's real ones (issue 13;
+    tests/autotune/ tests them), and FlagGems' way of subclassing the tuner works."""
+    import triton.runtime.autotuner as autotuner
+    assert triton.autotune is mutile.autotune is autotuner.autotune
+    assert triton.runtime.Autotuner is mutile.Autotuner is autotuner.Autotuner
+
+    @triton.autotune(configs=[triton.Config({"BLOCK": 16}), triton.Config({"BLOCK": 32})],
+                     key=["n"])
+    @triton.jit
+    def k(X, n, BLOCK: triton.language.constexpr):
+        pass
+
+    assert isinstance(k, triton.runtime.Autotuner) and k.keys == ["n"] and len(k.configs) == 2
 
     class LibTuner(triton.runtime.Autotuner):       # FlagGems subclasses it at import
         pass
 
-    with pytest.raises(NotImplementedError):
-        LibTuner(None, [], [], [], None, None)
+    t = LibTuner(None, [], [], [], None, None)
+    assert t.configs[0].kwargs == {} and t.cache == {}
 
 
 def test_a_missing_triton_module_names_mutile(triton, monkeypatch):

@@ -6,9 +6,13 @@ Global memory is one region per pointer parameter (an AddressTable argument: one
 member array, then the table's read-only int64 array of their virtual addresses, see
 ``scheduler._bind_table``): the bytes its array's elements span,
 as a writable uint8 view of the array's own memory (stores land in the user's array). A
-region sits at virtual address ``(i + 1) << 40`` plus the low 12 bits of the array's real
-address, so a virtual address has the alignment of the real one and maps back to its
-region with ``np.searchsorted``. Every access is checked for all elements of an
+region sits at virtual address ``(i + 1) << 40`` plus the low 12 bits of the array's
+offset in the allocation it views (as if allocations were 4 KiB-aligned, as device
+allocations are), so a virtual address has the alignment of the real one modulo 16 and
+is the same on every run, whatever address the host's allocator returned (which the
+cycle model's sectors would otherwise see); memory whose allocation is not 16-byte
+aligned keeps its real low bits. A virtual address maps back to its region with
+``np.searchsorted``. Every access is checked for all elements of an
 instruction at once; the first bad element is reported as a core dump (see
 :meth:`.state.State.fault`).
 
@@ -58,6 +62,16 @@ def _scatter(views: dict, byte: np.ndarray, nbytes: int, vals: np.ndarray, shift
 
 
 # ---------------------------------------------------------------- global memory
+def _low_bits(a: np.ndarray, real: int) -> int:
+    """``real`` (an address in ``a``'s memory) as an offset from the start of the
+    allocation ``a`` views, if that allocation is 16-byte aligned; else ``real``."""
+    owner = a
+    while isinstance(owner.base, np.ndarray):
+        owner = owner.base
+    base = owner.ctypes.data
+    return real - base if base % 16 == 0 and real >= base else real
+
+
 class Region:
     """One pointer parameter's array as global memory."""
 
@@ -68,7 +82,7 @@ class Region:
         hi = sum((n - 1) * s for n, s in zip(a.shape, a.strides) if s > 0 and n)
         self.size = 0 if a.size == 0 else hi - lo + a.itemsize
         real = a.ctypes.data + lo
-        self.start = ((index + 1) << REGION_SHIFT) + (real & 0xFFF)
+        self.start = ((index + 1) << REGION_SHIFT) + (_low_bits(a, real) & 0xFFF)
         self.pointer = self.start - lo                 # the address of element 0
         self.readonly = not a.flags.writeable
         if self.size:
@@ -103,7 +117,8 @@ class GlobalMemory:
         array's lowest byte (negative before it)."""
         if not self.regions:
             return "the kernel has no pointer parameters", {"address": addr}
-        if not 0 <= (addr >> REGION_SHIFT) - 1 < len(self.regions):
+        near = ((addr + (1 << (REGION_SHIFT - 1))) >> REGION_SHIFT) - 1   # nearest region
+        if not 0 <= near < len(self.regions):
             return (f"address 0x{addr:x} is not in any array of the launch (a pointer made "
                     "from an integer must hold an address the interpreter gave out: pass "
                     "the arrays as a mutile.AddressTable, not an int64 array of their real "

@@ -23,7 +23,7 @@ import numpy as np
 
 from . import windows
 from .params import D, DEVICE_UNITS, MP_UNITS
-from .record import STALLS, LaunchRecord, LineRow, PcRow, Slice
+from .record import STALLS, LaunchRecord, LineRow, PcRow, SliceTable
 
 MEMORY_UNITS = ("LSU", "SHARED", "TME", "L2", "HBM")
 BUCKETS = 400
@@ -172,8 +172,8 @@ def _per_mp_means(g_mp, b_mp, dem, T_g, present, P):
     return mp_dem, mp_T
 
 
-def _slices(m, c, wave_start) -> list:
-    out = []
+def _slices(m, c, wave_start) -> SliceTable:
+    out = SliceTable()
     for blocks, warps, name, start, end in m.slices:
         g = _groups(m, blocks)
         unit = name.split()[0] in ("TME", "SQMMA")
@@ -181,12 +181,7 @@ def _slices(m, c, wave_start) -> list:
         # an engine's operation keeps its modelled duration (a window stretched by
         # another resource does not slow the engine); a warp's wait stretches with it
         s1 = s0 + (end - start) if unit else c.place(g, end, wave_start)
-        dur = np.maximum(s1 - s0, 0.0).tolist()
-        kind = name.split()[0]
-        for b, w, a, d, q in zip(blocks.tolist(), warps.tolist(), s0.tolist(), dur,
-                                 (g % c.P).tolist()):
-            track = ("unit", q, kind) if unit else ("warp", q, b, w)
-            out.append(Slice(track, name, a, d, {"block": b, "warp": w}))
+        out.add(name, unit, blocks, warps, g % c.P, s0, np.maximum(s1 - s0, 0.0))
     return out
 
 

@@ -5,7 +5,8 @@
   ``l1_bytes_per_cycle``.
 * L2: sector-granular, cold at the start of each launch. A sector is a hit if it was
   brought in (or written) less than ``l2_bytes`` of later misses ago: an L2 that evicts
-  in the order sectors came in (FIFO), sized by the machine file. Misses move their bytes
+  in the order sectors came in (FIFO), sized by the machine file; the sectors of one
+  instruction are looked up together, against the misses before it. Misses move their bytes
   over HBM; stores allocate their sectors (write-back: each sector's first write costs its
   bytes of HBM traffic once). A load that misses any sector waits ``hbm_latency``, else
   ``l2_latency``. Blocks of one wave run at the same time, so a sector another block of
@@ -23,6 +24,7 @@ from __future__ import annotations
 import numpy as np
 
 REGION_SHIFT = 40
+MEMO_ENTRIES = 512           # shared-memory address patterns remembered per launch
 _LOW = (1 << REGION_SHIFT) - 1
 
 
@@ -90,20 +92,69 @@ class L2:
         return np.where(owner == block, miss, owner // w >= block // w)
 
 
-def distinct_per_row(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """For int64 ``keys`` (rows, lanes; -1 = no access): the count of distinct keys per
-    row, and the distinct keys (row by row, sorted) with their row numbers."""
+def _sorted_rows(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``keys`` (rows, lanes) with each row sorted (coalesced rows come sorted and are
+    not copied), and the flags of each row's first occurrences of a value >= 0."""
     d = np.diff(keys, axis=1)
-    if (d >= 0).all():                      # coalesced rows come sorted
+    if (d >= 0).all():
         s = keys
     else:
         s = np.sort(keys, axis=1)
         d = np.diff(s, axis=1)
-    new = np.ones_like(s, bool)
-    new[:, 1:] = d != 0
+    new = np.empty(s.shape, bool)
+    new[:, 0] = True
+    np.not_equal(d, 0, out=new[:, 1:])
     new &= s >= 0
+    return s, new
+
+
+def distinct_count_per_row(keys: np.ndarray) -> np.ndarray:
+    """For int64 ``keys`` (rows, lanes; -1 = no access): the count of distinct keys per
+    row."""
+    return _sorted_rows(keys)[1].sum(axis=1)
+
+
+def distinct_per_row(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """As :func:`distinct_count_per_row`, with the distinct keys (row by row, sorted) and
+    their row numbers."""
+    s, new = _sorted_rows(keys)
     rows = np.broadcast_to(np.arange(len(s))[:, None], s.shape)
     return new.sum(axis=1), s[new], rows[new]
+
+
+def _distinct(keys: np.ndarray, inverse: bool = True):
+    """The sorted distinct values of int64 ``keys`` (>= 0) and (``inverse``) each key's
+    index among them. Keys that span a range not much wider than their count (a tile's sectors in
+    one allocation, the usual case) are ranked through a dense table, without a sort."""
+    lo, hi = int(keys.min()), int(keys.max())
+    span = hi - lo + 1
+    if span > 8 * len(keys) + 65536:
+        return np.unique(keys, return_inverse=True) if inverse else (np.unique(keys), None)
+    idx = keys - lo
+    seen = np.zeros(span, bool)
+    seen[idx] = True
+    uniq = np.flatnonzero(seen) + lo
+    return uniq, (np.cumsum(seen) - 1)[idx] if inverse else None
+
+
+def _touches(l2: L2, keys: np.ndarray, unit: np.ndarray, nunits: int, blocks, store: bool):
+    """The L2 side of one instruction: sector numbers ``keys``, each accessed by ``unit``
+    (a warp or a copy, each (unit, sector) once; units are numbered in the order the
+    hardware sees them, and come in ascending order), the
+    units' grid blocks ``blocks`` (None: one block). Looks every distinct sector up once,
+    its first toucher (the lowest unit) bringing it in. Returns per unit its HBM
+    sectors (the misses it brings in) and whether it waits for HBM (:meth:`L2.slow`)."""
+    if not len(keys):
+        return np.zeros(nunits, np.int64), np.zeros(nunits, bool)
+    uniq, inv = _distinct(keys)
+    first = np.full(len(uniq), nunits, np.int64)
+    np.minimum.at(first, inv, unit)
+    blk = np.zeros(nunits, np.int64) if blocks is None else np.asarray(blocks, np.int64)
+    miss, owner = l2.access(uniq, store, blk[first])
+    hbm = np.bincount(first[miss], minlength=nunits)
+    slow = np.zeros(nunits, bool)
+    slow[unit[l2.slow(miss[inv], owner[inv], blk[unit])]] = True
+    return hbm, slow
 
 
 def global_access(t, l2: L2, addr: np.ndarray, mask, nbytes: int, nw: int, store: bool,
@@ -116,31 +167,27 @@ def global_access(t, l2: L2, addr: np.ndarray, mask, nbytes: int, nw: int, store
     sec = addr >> np.int64(l2.sector_shift)
     if mask is not None:
         sec = np.where(np.broadcast_to(mask, addr.shape), sec, -1)
-    rows = sec.reshape(k, nw, 32).transpose(1, 0, 2).reshape(nw * k, 32)
-    count, keys, row = distinct_per_row(rows)
+    s3 = sec.reshape(k, nw, 32)
+    # L1 traffic: each element row's lanes coalesce; L2: each warp's distinct sectors
+    count, keys, warp = distinct_per_row(s3.transpose(1, 2, 0).reshape(nw, 32 * k))
+    if k > 1:
+        count = distinct_count_per_row(s3.transpose(1, 0, 2).reshape(nw * k, 32))
     per_warp_sectors = count.reshape(nw, k).sum(axis=1)
-    # (first: the first warp to touch each sector; one sort for both)
-    uniq, first, inv = np.unique(keys, return_index=True, return_inverse=True)
-    warp_of = row // k
-    blk = np.zeros(len(keys), np.int64) if blocks is None else np.asarray(blocks)[warp_of]
-    miss, owner = l2.access(uniq, store, blk[first])
-    missed = np.zeros(nw, bool)
-    missed[warp_of[l2.slow(miss[inv], owner[inv], blk)]] = True
-    brings = np.zeros(len(inv), bool)               # brings it in
-    brings[first] = True
-    hbm = np.bincount(warp_of[brings & miss[inv]], minlength=nw) * float(t.sector)
+    hbm, missed = _touches(l2, keys, warp, nw, blocks, store)
     lat = np.where(missed, t.hbm_latency, t.l2_latency) if not store else \
         np.full(nw, t.latency["st_global"])
     moved = per_warp_sectors * float(t.sector)
-    return lat, moved, hbm, moved
+    return lat, moved, hbm * float(t.sector), moved
 
 
 def shared_wavefronts(t, addr: np.ndarray, mask, nbytes: int, nw: int,
-                      tpb: int = 0) -> np.ndarray:
+                      tpb: int = 0, memo: dict | None = None) -> np.ndarray:
     """Wavefronts per warp of one shared LSU instruction: ``addr`` int64 (elements,
     nw * 32) byte addresses in the block's shared memory, ``mask`` as above. When every
     block of ``tpb`` threads uses the same addresses and mask (the usual case), one
-    block is counted and the result repeated."""
+    block is counted and the result repeated. ``memo`` (a dict the caller keeps for a
+    launch) remembers the counts of address patterns seen before, keyed by their exact
+    bytes: a loop reads the same shared tiles every iteration."""
     k = addr.shape[0]
     wpb = tpb // 32
     if wpb and nw > wpb and nw % wpb == 0:
@@ -148,8 +195,18 @@ def shared_wavefronts(t, addr: np.ndarray, mask, nbytes: int, nw: int,
         m3 = None if mask is None else np.broadcast_to(mask, addr.shape).reshape(k, -1, tpb)
         if (a3 == a3[:, :1]).all() and (m3 is None or (m3 == m3[:, :1]).all()):
             one = shared_wavefronts(t, np.ascontiguousarray(a3[:, 0]),
-                                    None if m3 is None else m3[:, 0], nbytes, wpb)
+                                    None if m3 is None else m3[:, 0], nbytes, wpb, 0, memo)
             return np.tile(one, nw // wpb)
+    if memo is not None:
+        key = (nbytes, nw, addr.tobytes(),
+               None if mask is None else np.broadcast_to(mask, addr.shape).tobytes())
+        hit = memo.get(key)
+        if hit is None:
+            if len(memo) >= MEMO_ENTRIES:
+                memo.clear()
+            hit = memo[key] = shared_wavefronts(t, addr, mask, nbytes, nw)
+            hit.setflags(write=False)
+        return hit
     words_per_lane = max(1, nbytes // t.bank_bytes)
     lanes = 32 // words_per_lane                # lanes per 128-byte phase
     word = addr // t.bank_bytes
@@ -175,12 +232,5 @@ def tme_sectors(l2: L2, addr: np.ndarray, inside, store: bool,
     if inside is not None:
         sec = np.where(inside, sec, -1)
     count, keys, row = distinct_per_row(sec)
-    uniq, where, inv = np.unique(keys, return_index=True, return_inverse=True)
-    blk = np.zeros(len(keys), np.int64) if blocks is None else np.asarray(blocks)[row]
-    miss, owner = l2.access(uniq, store, blk[where])
-    mine = np.zeros(len(inv), bool)
-    mine[where] = True
-    hbm = np.bincount(row[mine & miss[inv]], minlength=len(sec)) * float(1 << l2.sector_shift)
-    slow = np.zeros(len(sec), bool)
-    slow[row[l2.slow(miss[inv], owner[inv], blk)]] = True
-    return hbm, slow
+    hbm, slow = _touches(l2, keys, row, len(sec), blocks, store)
+    return hbm * float(1 << l2.sector_shift), slow

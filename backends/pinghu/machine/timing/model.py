@@ -39,7 +39,14 @@ class PcInfo:
     """What the model needs of one instruction, computed once per launch."""
     __slots__ = ("srcs", "dsts", "psrcs", "pdsts", "lat", "pipe", "ii", "unit", "cost",
                  "kind", "load", "space", "nbytes", "addr", "memload", "dvec", "bar",
-                 "mma_dtype", "srcs_c", "dsts_c", "psrcs_c", "pdsts_c")
+                 "mma_dtype", "srcs_c", "dsts_c", "psrcs_c", "pdsts_c", "src_run", "dst_run")
+
+
+def _run(rows: np.ndarray):
+    """``rows`` (sorted, distinct) as one slice if they are contiguous, else the rows."""
+    if rows.size and rows[-1] - rows[0] + 1 == rows.size:
+        return slice(int(rows[0]), int(rows[-1]) + 1)
+    return rows
 
 
 def _rows(v, spec) -> list[int]:
@@ -80,6 +87,7 @@ def pc_info(ins, t: Timing, pipes: dict) -> PcInfo:
     p.srcs, p.dsts = np.array(sorted(set(src)), np.int64), np.array(sorted(set(dst)), np.int64)
     p.psrcs, p.pdsts = np.array(sorted(set(ps)), np.int64), np.array(sorted(set(pd)), np.int64)
     p.srcs_c, p.dsts_c = p.srcs[:, None], p.dsts[:, None]     # for a gather of warps
+    p.src_run, p.dst_run = _run(p.srcs), _run(p.dsts)         # for a span of warps
     p.psrcs_c, p.pdsts_c = p.psrcs[:, None], p.pdsts[:, None]
     cls = row.latency
     p.lat = t.class_latency(cls)
@@ -161,7 +169,7 @@ class TimingMachine(Machine):
         self.slices: list = []              # (block, warp, name, start, end) arrays
         self.nslices = 0
         self.busy: list = []                # demand log: (unit, warps, times, cost)
-        self.steps_log: list = []           # (pc, warps, issue times): fixed demands
+        self.steps_log: list = []           # (pc, warps, (clock, t0, t1, issue) per warp)
         self.dvecs = np.array([p.dvec for p in self.info]).reshape(len(self.info),
                                                                    len(DEMAND))
         self._pend = ()                     # an LSU instruction's demands, until it issues
@@ -169,6 +177,7 @@ class TimingMachine(Machine):
         self.flop_dtype: dict = {}
         self._lat = None
         self._scratch = np.empty((4, 64))
+        self.shared_memo: dict = {}         # shared address patterns -> wavefronts
 
     def blocks_to_run(self, nblocks: int) -> int:
         return self.plan.simulated
@@ -196,7 +205,20 @@ class TimingMachine(Machine):
         st.timing = self
 
     def on_wave_end(self, st) -> None:
+        self._fold_steps()
         self.blocks_out.append(compose.block_stats(self, st))
+
+    def _fold_steps(self) -> None:
+        """Add the wave's logged steps (clock, after memory, after sources, issue time per
+        warp) to the per-pc sums."""
+        log = self.steps_log
+        if not log:
+            return
+        n = np.fromiter((e[2].shape[1] for e in log), np.int64, len(log))
+        pcs = np.repeat(np.fromiter((e[0] for e in log), np.int64, len(log)), n)
+        B = np.concatenate([e[2] for e in log], axis=1)
+        for j in range(4):
+            self.sums[:, j] += np.bincount(pcs, B[j], len(self.sums))
 
     # ------------------------------------------------------------ instructions
     def memory(self, st, step, warps, sel) -> None:
@@ -215,7 +237,8 @@ class TimingMachine(Machine):
             mask = g if mask is None else mask & g
         addr = p.addr(st, sel)
         if p.space == "SHARED":
-            fronts = memory.shared_wavefronts(t, addr, mask, p.nbytes, nw, st.threads)
+            fronts = memory.shared_wavefronts(t, addr, mask, p.nbytes, nw, st.threads,
+                                             self.shared_memo)
             self._lat = p.lat + fronts - 1
             self.pc_dem[step.pc, D["SHARED"]] += fronts.sum()
             self.pc_dem[step.pc, D["LSU"]] += nw / t.subcores
@@ -241,7 +264,7 @@ class TimingMachine(Machine):
         w0 = int(warps[0])
         if int(warps[-1]) - w0 + 1 == nw:       # register rows x warp columns
             w1 = slice(w0, w0 + nw)
-            srcs, dsts, psrcs, pdsts = p.srcs, p.dsts, p.psrcs, p.pdsts
+            srcs, dsts, psrcs, pdsts = p.src_run, p.dst_run, p.psrcs, p.pdsts
         else:
             w1 = warps
             srcs, dsts, psrcs, pdsts = p.srcs_c, p.dsts_c, p.psrcs_c, p.pdsts_c
@@ -267,7 +290,6 @@ class TimingMachine(Machine):
         else:
             ti = B[3]
             ti[...] = t1
-        self.sums[pc] += B.sum(axis=1)
         self.issued_pc[pc] += nw
         self.tiss[w1] = ti
         self.clock[w1] = ti + 1.0
@@ -281,8 +303,9 @@ class TimingMachine(Machine):
                 self.ready[1, dsts, w1] = done if p.memload else 0.0
         if p.pdsts.size:
             self.pready[pdsts, w1] = ti + lat
-        ti = ti.copy()                          # (B is scratch) the demand logs keep it
-        self.steps_log.append((pc, warps, ti))  # its fixed demands: self.dvecs[pc]
+        B = B.copy()                            # (scratch) the logs keep it: the stall
+        ti = B[3]                               # sums and the fixed demands (dvecs[pc])
+        self.steps_log.append((pc, warps, B))
         if self._pend:
             for u, v in self._pend:
                 self.busy.append((u, warps, ti, v))

@@ -7,6 +7,7 @@ unless a name says otherwise; ``start``/``end`` place the launch on the device t
 of a profiling session (launch overhead before ``start``)."""
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 # Why a resident warp did not issue, warp-cycle by warp-cycle (docs/cycle-model.md).
@@ -52,6 +53,57 @@ class Slice:
     args: dict = field(default_factory=dict)
 
 
+class SliceTable(Sequence):
+    """The slices of one launch, kept as arrays until someone reads them (a trace is
+    written far less often than a launch is profiled): each group is one slice kind's
+    ``name``, whether it sits on its MP's unit track (``unit``), and per slice its grid
+    block, warp, MP, start and duration. Reads as a sequence of :class:`Slice`;
+    ``append`` adds a :class:`Slice`."""
+
+    def __init__(self):
+        self._groups: list = []
+        self._n = 0
+        self._items: list | None = []
+
+    def add(self, name: str, unit: bool, blocks, warps, mps, starts, durs) -> None:
+        if self._items:
+            self._groups.append(self._items)
+        self._groups.append((name, unit, blocks, warps, mps, starts, durs))
+        self._n += len(blocks)
+        self._items = None
+
+    def append(self, s: Slice) -> None:
+        self._all().append(s)
+        self._n += 1
+
+    def _all(self) -> list:
+        if self._items is None:
+            out = []
+            for g in self._groups:
+                if isinstance(g, list):
+                    out += g
+                    continue
+                name, unit, *cols = g
+                kind = name.split()[0]
+                for b, w, q, a, d in zip(*(c.tolist() for c in cols)):
+                    track = ("unit", q, kind) if unit else ("warp", q, b, w)
+                    out.append(Slice(track, name, a, d, {"block": b, "warp": w}))
+            self._items, self._groups = out, []
+        return self._items
+
+    def __len__(self) -> int:
+        return self._n
+
+    def __getitem__(self, i):
+        return self._all()[i]
+
+    def __iter__(self):
+        return iter(self._all())
+
+    def __repr__(self) -> str:
+        return f"SliceTable({self._n} slices)"
+
+
 @dataclass
 class LaunchRecord:
     """One Pinghu launch as the cycle model saw it (see :mod:`mutile.profiler` for what
@@ -79,7 +131,7 @@ class LaunchRecord:
     launch_overhead_cycles: float
     machine_hash: str
     bound: str                      # what limited the slowest MP: "latency" or a unit
-    slices: list = field(default_factory=list)
+    slices: Sequence = field(default_factory=list)   # Slice (a SliceTable or a list)
     timeline: dict = field(default_factory=dict)    # unit -> busy fraction per bucket
     bucket_cycles: float = 0.0
     start: float = 0.0              # on the session's device timeline (cycles)

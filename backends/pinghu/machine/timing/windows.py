@@ -27,6 +27,7 @@ LABELS = ("latency",) + MP_UNITS + DEVICE_UNITS
 _MP = [D[u] for u in MP_UNITS]
 _DEV = [D[u] for u in DEVICE_UNITS]
 _SPREAD_LIST = np.array(_MP)      # demands in MP-cycles, spread over the cycles they take
+_MP_SET = frozenset(_MP)
 
 
 def choose(chain_max: float) -> float:
@@ -45,16 +46,14 @@ def block_windows(m, end: np.ndarray, chain: np.ndarray) -> dict:
     top = float(chain.max()) if chain.size else 0.0
     log, m.busy = m.busy, []
     steps, m.steps_log = m.steps_log, []
-    parts = []                              # (warps, times, units, costs)
+    groups = []                             # (unit(s), warps, times, costs)
     if steps:                               # the instructions' fixed demands
-        n = np.fromiter(map(len, (e[2] for e in steps)), np.int64, len(steps))
+        n = np.fromiter((e[2].shape[1] for e in steps), np.int64, len(steps))
         sw = np.concatenate([e[1] for e in steps])
-        st = np.concatenate([e[2] for e in steps])
+        st = np.concatenate([e[2][3] for e in steps])       # issue times
         pcs = np.repeat(np.fromiter((e[0] for e in steps), np.int64, len(steps)), n)
         for u in np.flatnonzero(m.dvecs.any(axis=0)).tolist():
-            c = m.dvecs[pcs, u]
-            on = c > 0
-            parts.append((sw[on], st[on], np.full(int(on.sum()), u), c[on]))
+            groups.append((u, sw, st, m.dvecs[pcs, u]))     # (sw, st shared)
     if log:                                 # the demands of addresses and engines
         n = np.fromiter((len(e[2]) for e in log), np.int64, len(log))
         scalar = [isinstance(e[3], float) for e in log]
@@ -63,34 +62,40 @@ def block_windows(m, end: np.ndarray, chain: np.ndarray) -> dict:
         offs = np.concatenate([[0], np.cumsum(n)])
         for i in (i for i, f in enumerate(scalar) if not f):
             cost[offs[i]:offs[i + 1]] = log[i][3]
-        parts.append((np.concatenate([e[1] for e in log]), np.concatenate([e[2] for e in log]),
-                      np.repeat(np.fromiter((e[0] for e in log), np.int64, len(log)), n),
-                      cost))
-    log = parts
-    if log:
-        warp = np.concatenate([q[0] for q in parts])
-        ti = np.concatenate([q[1] for q in parts]).astype(np.float64)
-        unit = np.concatenate([q[2] for q in parts]).astype(np.int64)
-        cost = np.concatenate([q[3] for q in parts])
-        spread = np.isin(unit, _SPREAD_LIST) & (cost >= 1.0)   # (less: inside its window)
-        top = max(top, float(ti.max(initial=0.0)),
-                  float((ti + cost)[spread].max(initial=0.0)))
+        groups.append((np.repeat(np.fromiter((e[0] for e in log), np.int64, len(log)), n),
+                       np.concatenate([e[1] for e in log]),
+                       np.concatenate([e[2] for e in log]).astype(np.float64), cost))
+    spreads = []                            # MP-cycles of work: over the cycles they take
+    for u, w, t, c in groups:
+        mp = np.isin(u, _SPREAD_LIST) if isinstance(u, np.ndarray) else u in _MP_SET
+        sp = mp & (c >= 1.0)                # (less: inside its window)
+        spreads.append(sp if isinstance(sp, np.ndarray) else np.full(len(c), sp))
+        top = max(top, float(t.max(initial=0.0)),
+                  float((t + c)[spreads[-1]].max(initial=0.0)))
     nw = int(top // win) + 1
-    if log:
-        cell = (warp // wpb) * nw
-        k0 = (ti // win).astype(np.int64)
-        flat = (cell + k0) * U + unit
-        dem = np.bincount(flat[~spread], cost[~spread], nb * nw * U)
-        # MP-cycles of work from ti on: split over the windows they cover
-        cell, k0, ti, cost, unit = cell[spread], k0[spread], ti[spread], cost[spread], \
-            unit[spread]
+    dem = np.zeros(nb * nw * U)
+    cells: dict = {}                        # id(times) -> window cell of each entry
+    sp_parts = []
+    for (u, w, t, c), sp in zip(groups, spreads):
+        ck = cells.get(id(t))
+        if ck is None:
+            ck = cells[id(t)] = ((w // wpb) * nw, (t // win).astype(np.int64))
+        cell, k0 = ck
+        flat = (cell + k0) * U + u
+        if sp.any():
+            keep = ~sp
+            dem += np.bincount(flat[keep], c[keep], nb * nw * U)
+            uu = u[sp] if isinstance(u, np.ndarray) else np.full(int(sp.sum()), u)
+            sp_parts.append((cell[sp], k0[sp], t[sp], c[sp], uu))
+        else:
+            dem += np.bincount(flat, c, nb * nw * U)
+    if sp_parts:                            # split over the windows they cover
+        cell, k0, ti, cost, unit = (np.concatenate(x) for x in zip(*sp_parts))
         for j in range(int(cost.max(initial=0.0) // win) + 2):
             lo = (k0 + j) * win
             part = np.clip(np.minimum(ti + cost, lo + win) - np.maximum(ti, lo), 0.0, None)
             k = np.minimum(k0 + j, nw - 1)
             dem += np.bincount((cell + k) * U + unit, part, nb * nw * U)
-    else:
-        dem = np.zeros(nb * nw * U)
     edges = np.arange(nw) * win
     act = np.clip(end[:, :, None] - edges, 0.0, win).sum(axis=1)
     res = wpb * np.clip(chain[:, None] - edges, 0.0, win)

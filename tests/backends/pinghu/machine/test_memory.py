@@ -343,3 +343,25 @@ def test_shared_address_facts_follow_register_writes(rng, monkeypatch):
         results.append(ys)
     for i, (a, b) in enumerate(zip(*results)):
         assert_bits_equal(a, b, f"load after change {i}")
+
+
+def _placed(n: int, at: int, dtype=np.float32) -> np.ndarray:
+    """A fresh ``n``-element array whose memory starts ``at`` bytes into a host buffer (so
+    its real address has the alignment ``at`` gives it), owning no numpy base."""
+    size = n * np.dtype(dtype).itemsize
+    raw = np.zeros(size + 256, np.uint8)
+    lo = (-raw.ctypes.data) % 128 + at
+    return np.frombuffer(memoryview(raw)[lo:lo + size], dtype)
+
+
+def test_virtual_addresses_do_not_depend_on_the_host_allocator():
+    from mutile.backends.pinghu.machine.memory import REGION_SHIFT, Region
+    starts = {Region(0, "x", _placed(64, at)).start for at in (0, 16, 32, 48, 64, 96)}
+    assert starts == {1 << REGION_SHIFT}          # 16-aligned allocations: offset 0
+    a = np.zeros(1000, np.float32)
+    for off in (0, 1, 8, 100):                    # a view keeps its offset in its allocation
+        r = Region(1, "v", a[off:])
+        assert r.start == (2 << REGION_SHIFT) + 4 * off
+        assert r.start % 16 == a[off:].ctypes.data % 16
+    odd = _placed(64, 4)                          # not 16-aligned: its real low bits
+    assert Region(0, "o", odd).start % 4096 == odd.ctypes.data % 4096
