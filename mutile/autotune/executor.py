@@ -20,6 +20,7 @@ import types
 
 import numpy as np
 
+from ..placement import allocation_offset
 from ..runtime import cache
 from .measure import failure
 
@@ -111,14 +112,10 @@ def task(tuner, args, kwargs, ident, grid, backend, want_outputs, compile_only) 
 def _offset(a):
     """Where ``a``'s memory starts in the allocation it views, modulo 4096 (the Pinghu
     model's memory places an array by that offset, so an access's alignment, and so its
-    modelled time, depends on it; see ``backends/pinghu/machine/memory.py``), or None."""
+    modelled time, depends on it), or None."""
     if not isinstance(a, np.ndarray) or a.size == 0 or not a.flags.c_contiguous:
         return None
-    owner = a
-    while isinstance(owner.base, np.ndarray):
-        owner = owner.base
-    base, real = owner.ctypes.data, a.ctypes.data
-    return (real - base if base % 16 == 0 and real >= base else real) & 0xFFF
+    return allocation_offset(a) & 0xFFF
 
 
 def _placed(a, offset):

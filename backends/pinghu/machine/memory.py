@@ -28,6 +28,7 @@ import ctypes
 
 import numpy as np
 
+from mutile.placement import allocation_offset
 from .rows import fault_first
 
 REGION_SHIFT = 40
@@ -62,16 +63,6 @@ def _scatter(views: dict, byte: np.ndarray, nbytes: int, vals: np.ndarray, shift
 
 
 # ---------------------------------------------------------------- global memory
-def _low_bits(a: np.ndarray, real: int) -> int:
-    """``real`` (an address in ``a``'s memory) as an offset from the start of the
-    allocation ``a`` views, if that allocation is 16-byte aligned; else ``real``."""
-    owner = a
-    while isinstance(owner.base, np.ndarray):
-        owner = owner.base
-    base = owner.ctypes.data
-    return real - base if base % 16 == 0 and real >= base else real
-
-
 class Region:
     """One pointer parameter's array as global memory."""
 
@@ -82,7 +73,7 @@ class Region:
         hi = sum((n - 1) * s for n, s in zip(a.shape, a.strides) if s > 0 and n)
         self.size = 0 if a.size == 0 else hi - lo + a.itemsize
         real = a.ctypes.data + lo
-        self.start = ((index + 1) << REGION_SHIFT) + (_low_bits(a, real) & 0xFFF)
+        self.start = ((index + 1) << REGION_SHIFT) + (allocation_offset(a, real) & 0xFFF)
         self.pointer = self.start - lo                 # the address of element 0
         self.readonly = not a.flags.writeable
         if self.size:
