@@ -13,6 +13,7 @@ from .runtime.descriptor import TensorDescriptor
 from .runtime.host import Heuristics, cdiv, heuristics, next_power_of_2
 from .runtime.jit import Config, JITFunction, KernelInterface, jit
 from .runtime.kernel import CompiledKernel
+from .runtime.graph import Graph
 from .profiler import Profile, profile
 from .autotune import Autotuner, ConfigSpace, autotune
 
@@ -32,4 +33,4 @@ from . import language, testing  # noqa: E402
 __all__ = ["jit", "JITFunction", "KernelInterface", "CompiledKernel", "Config", "heuristics",
            "Heuristics", "cdiv", "next_power_of_2", "TensorDescriptor", "AddressTable", "as_triton",
            "CompilationError", "LaunchError", "DeviceFault", "MutileError", "language",
-           "testing", "profile", "Profile", "autotune", "Autotuner", "ConfigSpace"]
+           "testing", "profile", "Profile", "autotune", "Autotuner", "ConfigSpace", "Graph"]

@@ -378,12 +378,20 @@ def _autotune_section(quick: bool, as_json: bool) -> int:
     return run(quick=quick, as_json=as_json)
 
 
+def _launch_section(quick: bool, as_json: bool) -> int:
+    """``mutile bench --backend launch``: launch cost and mutile.Graph (docs/graph.md)."""
+    from .bench_launch import run
+    return run(quick=quick, as_json=as_json, cpu=_cpu_name())
+
+
 def run_bench(quick: bool = False, backend: str = "llvm", baseline: str | None = None,
               as_json: bool = False, compile_times: bool = True) -> int:
+    if backend == "launch":
+        return _launch_section(quick, as_json)
     if backend == "autotune":
         return _autotune_section(quick, as_json)
     if backend not in ("llvm", "pinghu"):
-        print(f"mutile bench: unknown backend '{backend}' (llvm, pinghu, autotune)",
+        print(f"mutile bench: unknown backend '{backend}' (llvm, pinghu, autotune, launch)",
               file=sys.stderr)
         return 2
     if as_json:

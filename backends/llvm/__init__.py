@@ -78,6 +78,11 @@ class LLVMKernel:
 
     launch = run
 
+    def runner(self, num_threads=None):
+        """The steady-state launcher of this kernel (:mod:`.fast_launch`), or None."""
+        from .fast_launch import runner
+        return runner(self, num_threads or self.options.get("num_threads"))
+
     def __repr__(self) -> str:
         return f"<LLVMKernel {self.name} ({', '.join(self.param_names)})>"
 

@@ -10,16 +10,19 @@ from the running process, registered once with ``llvm.add_symbol``.
 """
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import ctypes.util
 import functools
+import os
+import signal
 import threading
 
 from llvmlite import binding as llvm
 
 _LOCK = threading.Lock()
 
-_LIBC_SYMBOLS = ("printf", "fflush", "memcpy", "memset", "memmove")
+_LIBC_SYMBOLS = ("printf", "fflush", "memcpy", "memset", "memmove", "syscall", "sigaction")
 _LIBM_SYMBOLS = tuple(f + s for f in ("exp", "exp2", "log", "log2", "sin", "cos", "tan", "tanh",
                                       "erf", "pow", "fmod", "sqrt", "floor", "ceil", "fma",
                                       "expm1", "log1p", "sinh", "cosh", "atan", "atan2")
@@ -56,6 +59,30 @@ def _target_machine():
                                         codemodel="jitdefault", jit=True)
 
 
+@contextlib.contextmanager
+def interrupts_held():
+    """Hold Ctrl-C until the block is done, then deliver it. llvmlite calls back into
+    Python while it compiles (its object cache); a KeyboardInterrupt raised in such a
+    callback is printed and dropped by ctypes, so without this a Ctrl-C during a compile
+    is lost and the launch that follows cannot be stopped. Outside the main thread
+    (where no signal handler runs) it does nothing."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    got = []
+    old = signal.signal(signal.SIGINT, lambda signum, frame: got.append(frame))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, old)
+    if not got:
+        return
+    if callable(old):             # Python's default handler raises KeyboardInterrupt
+        old(signal.SIGINT, got[0])
+    elif old == signal.SIG_DFL:
+        os.kill(os.getpid(), signal.SIGINT)
+
+
 class Engine:
     """Compile LLVM IR text at O3 for the host and keep the machine code alive.
 
@@ -69,7 +96,7 @@ class Engine:
         ``object_code`` from an earlier engine (``.object_code``) on the same host, the
         machine code is loaded instead of generated."""
         _init()
-        with _LOCK:
+        with _LOCK, interrupts_held():
             mod = llvm.parse_assembly(str(llvm_ir))
             mod.verify()
             self.tm = _target_machine()       # one target machine per engine

@@ -29,18 +29,22 @@ from __future__ import annotations
 import ctypes
 import os
 import queue
+import struct
 import threading
 import time
 
 import numpy as np
 
 from mutile.errors import DeviceFault, LaunchError
-from mutile.watchdog import WATCHDOG_ENV, watchdog_seconds
+from mutile.watchdog import WATCHDOG_ENV, watchdog_seconds_now
 from mutile.ir import semantics
 from mutile.ir import types as T
 from mutile.ir.types import PointerType
 
+from . import inline, native_pool
 from .lower_context import FAULT_STOP, STOP_SLOT
+from .native_pool import (REC_BARRIER, REC_GX, REC_GY, REC_GZ, REC_SIZE, REC_SLOTS,
+                          REC_TOTAL)
 
 FAULT_SLOTS = 8
 _STACK_LOCK = threading.Lock()
@@ -138,6 +142,56 @@ def pack_args(param_types, param_names, args, arg_ranges=None, extra=None):
     return slots, keep, ranges
 
 
+_F32, _U32 = struct.Struct("<f"), struct.Struct("<I")
+_NO_MEMBERS_AT = _wrap64(_NO_MEMBERS.ctypes.data)
+_F32_MAX = 3.4e38           # below float32's largest finite value: one rounding, no overflow
+
+
+def _param_kinds(kernel) -> tuple:
+    """Per parameter: "p" (pointer), "i" (integer or bool), "f" (f32) or None (other)."""
+    kinds = getattr(kernel, "_param_kinds", None)
+    if kinds is None:
+        kinds = kernel._param_kinds = tuple(
+            "p" if isinstance(t, PointerType) else "f" if t == T.f32 else
+            None if t.is_floating() else "i" for t in kernel.param_types)
+    return kinds
+
+
+def pack_plain(kernel, args):
+    """:func:`pack_args` for the common launch, quickly: every pointer argument a numpy
+    array, every other an ``int`` (or a finite ``float`` for an f32 parameter), no ranges
+    given. None when the launch is not of that kind (then :func:`pack_args` packs it)."""
+    kinds = _param_kinds(kernel)
+    n = len(kinds)
+    if len(args) != n:
+        return None
+    slots = (ctypes.c_int64 * (3 * n + 2))()
+    slots[3 * n] = _NO_MEMBERS_AT
+    keep, ranges = [], []
+    for k, kind, v in zip(range(n), kinds, args):
+        if kind == "p":
+            if type(v) is not np.ndarray:
+                return None
+            try:
+                addr = ctypes.addressof(ctypes.c_char.from_buffer(v))
+            except (TypeError, ValueError, BufferError):    # read-only, empty, strided
+                addr = v.ctypes.data
+            rng = (addr, addr + v.nbytes) if v.flags.c_contiguous else _array_range(v, addr)
+            keep.append(v)
+            slots[k] = addr
+            slots[n + 2 * k], slots[n + 2 * k + 1] = rng
+            ranges.append(rng)
+            continue
+        if kind == "i" and type(v) is int and -(1 << 63) <= v < 1 << 63:
+            slots[k] = v
+        elif kind == "f" and type(v) is float and -_F32_MAX < v < _F32_MAX:
+            slots[k] = _U32.unpack(_F32.pack(v))[0]
+        else:
+            return None
+        ranges.append(None)
+    return slots, keep, ranges
+
+
 def _scalar_bits(t, name, v) -> int:
     try:
         if t.is_floating():
@@ -151,6 +205,11 @@ def _scalar_bits(t, name, v) -> int:
 
 
 def _grid3(grid) -> tuple[int, int, int]:
+    if type(grid) is tuple and len(grid) == 3:          # the runtime's (x, y, z)
+        gx, gy, gz = grid
+        if (type(gx) is int and type(gy) is int and type(gz) is int
+                and 0 <= gx < 1 << 31 and 0 <= gy < 1 << 31 and 0 <= gz < 1 << 31):
+            return grid
     g = tuple(int(x) for x in (grid if isinstance(grid, (tuple, list)) else (grid,)))
     if not 1 <= len(g) <= 3 or any(x < 0 or x >= 1 << 31 for x in g):
         raise LaunchError(f"grid must be 1 to 3 non-negative sizes, got {grid!r}")
@@ -163,155 +222,169 @@ def launch(kernel, args, grid, num_threads=None, arg_ranges=None) -> None:
     total = gx * gy * gz
     if total == 0:
         return
-    limit = watchdog_seconds()          # every check that can raise comes before the run
+    limit = watchdog_seconds_now()           # every check that can raise comes before the run
     extra = []
-    slots, keep, ranges = pack_args(kernel.param_types, kernel.param_names, args, arg_ranges,
-                                    extra)
-    nthreads = max(1, min(int(num_threads or os.cpu_count() or 1), total))
-    faults = [(ctypes.c_int64 * FAULT_SLOTS)() for _ in range(nthreads)]
-    fn = kernel.programs
-    bounds = [(i * total // nthreads, (i + 1) * total // nthreads) for i in range(nthreads)]
+    packed = pack_plain(kernel, args) if arg_ranges is None else None
+    if packed is None:
+        packed = pack_args(kernel.param_types, kernel.param_names, args, arg_ranges, extra)
+    slots, keep, ranges = packed
+    nthreads = max(1, min(int(num_threads or CPUS), total))
+    faults, stopped = run_packed(kernel, programs_address(kernel), ctypes.addressof(slots),
+                                 gx, gy, gz, total, nthreads, limit, inline_runner(kernel))
+    del keep
+    if len(faults) or stopped is not None:
+        raise_faults(kernel, faults, ranges, (gx, gy, gz), slots, extra, stopped, limit)
 
-    def run(i):
-        lo, hi = bounds[i]
-        fn(ctypes.addressof(slots), gx, gy, gz, lo, hi, ctypes.addressof(faults[i]))
 
-    stack = kernel.frame_bytes + (1 << 20)
-    stopped = _run_threads(run, nthreads, stack, faults, limit)
+def run_packed(kernel, fn_address, slots_address, gx, gy, gz, total, nthreads, limit, here):
+    """Run a packed launch: inline on the main thread when it uses one thread and may
+    (``here``: :func:`inline_runner`), else on the workers; flush the kernel's prints.
+    Returns (the fault records of the workers that faulted or stopped, empty when none
+    did; the seconds after which the watchdog stopped it, or None)."""
+    ran = None
+    if nthreads == 1 and here is not None:
+        ran = here.run(fn_address, slots_address, gx, gy, gz, total, limit)
+    if ran is None:
+        rec = (ctypes.c_int64 * REC_SIZE)(fn_address, slots_address, gx, gy, gz, total, 0)
+        ran = run_records(ctypes.addressof(rec), [kernel], nthreads, kernel.frame_bytes, limit)
     if kernel.prints:
         _libc.fflush(None)
-    del keep
+    return ran[0], ran[2]
+
+
+def inline_runner(kernel):
+    """The process's inline runner if ``kernel``'s frame fits the main thread, else None."""
+    here = inline.inline()
+    return here if here is not None and here.fits(kernel.frame_bytes) else None
+
+
+def raise_faults(kernel, faults, ranges, grid, slots, extra, stopped, limit) -> None:
+    """Raise the first fault in ``faults`` (the lowest program id), or the watchdog's
+    report when it stopped the launch ``stopped`` seconds in."""
     hit = [f for f in faults if f[0] not in (0, FAULT_STOP)]
     if hit:
         first = min(hit, key=lambda f: f[4])
-        raise _fault(kernel, first, ranges, (gx, gy, gz), slots,
-                     [f for f in hit if f is not first], extra)
+        raise _fault(kernel, first, ranges, grid, slots, [f for f in hit if f is not first],
+                     extra)
     if stopped is not None:
-        raise _watchdog_fault(kernel, faults, (gx, gy, gz), total, stopped, limit)
+        raise _watchdog_fault(kernel, faults, grid, grid[0] * grid[1] * grid[2], stopped, limit)
 
 
-# ---------------------------------------------------------------- waiting, Ctrl-C, watchdog
+def programs_address(kernel) -> int:
+    """The entry address of ``kernel``'s ``<name>_programs`` function."""
+    at = getattr(kernel, "_programs_at", None)
+    if at is None:
+        at = kernel._programs_at = ctypes.cast(kernel.programs, ctypes.c_void_p).value
+    return at
 
 
-def _request_stop(faults) -> None:
-    for f in faults:
-        f[STOP_SLOT] = 1
+# ---------------------------------------------------------------- running, Ctrl-C, watchdog
+CPUS = os.cpu_count() or 1
 
 
-def _wait(get, n: int, faults, limit: float):
-    """Wait for ``n`` workers (``get(timeout)`` returns one's outcome, raises
-    queue.Empty) while the main thread stays responsive: Ctrl-C asks every worker to
-    stop at its next loop iteration or program, waits for them and re-raises; the
-    watchdog does the same after its limit. Returns None, or the seconds after which
-    the watchdog stopped the launch."""
-    t0 = time.monotonic()
-    stopped, errors, left = None, [], n
-    interrupted = None
-    while left:
-        try:                 # a signal may land anywhere in here: every path stops them
-            try:
-                out = get(0.05)
-            except queue.Empty:
+def run_records(records_address, kernels, nthreads, stack_bytes, limit):
+    """Run the launch records at ``records_address`` (``native_pool.REC_SIZE`` int64 each,
+    one per kernel of ``kernels``) on ``nthreads`` workers, in order, and wait, keeping
+    the main thread responsive: Ctrl-C asks every worker to stop at its next loop
+    iteration or program, waits for them and re-raises; the watchdog does the same after
+    ``limit`` seconds. Returns (a copy of each worker's fault record, the record index in
+    which each worker faulted or stopped, -1 for none, both empty when none did; the
+    seconds after which the watchdog stopped the run, or None)."""
+    pool = native_pool.pool()
+    if pool is None or stack_bytes + (1 << 20) > pool.STACK // 2:
+        return _run_in_threads(records_address, kernels, nthreads, stack_bytes, limit)
+    with pool.lock:
+        pool.grow(nthreads, _STACK_LOCK)
+        stopped, interrupted, t0 = None, None, None
+        try:
+            pool.post(records_address, len(kernels), nthreads)
+        except BaseException as e:      # Ctrl-C before or after the one native post
+            interrupted = e
+            pool.stop(nthreads)
+        while True:
+            try:           # a signal may land anywhere in here: every path stops them
+                if pool.wait(nthreads, 0.02):
+                    break
+                t0 = t0 or time.monotonic()
                 if stopped is None and limit > 0 and time.monotonic() - t0 > limit:
                     stopped = time.monotonic() - t0
-                    _request_stop(faults)
-                continue
-            left -= 1
-            if out is not None:  # pragma: no cover - ctypes calls do not raise
-                errors.append(out)
-        except BaseException as e:   # never leave while a worker uses the launch's memory
-            interrupted = interrupted or e
-            _request_stop(faults)
+                    pool.stop(nthreads)
+            except BaseException as e:   # never leave while a worker uses the launch's memory
+                interrupted = interrupted or e
+                pool.stop(nthreads)
+        if pool.clean(nthreads):
+            faults, where = (), ()
+        else:
+            faults = pool.fault_rows[:nthreads].copy()
+            where = [pool.where(i) for i in range(nthreads)]
     if interrupted is not None:
         raise interrupted
-    if errors:  # pragma: no cover
-        raise errors[0]
-    return stopped
+    return faults, where, stopped
 
 
-class _Pool:
-    """Persistent worker threads with large stacks (tile buffers live on the stack).
+def _run_in_threads(records_address, kernels, nthreads, stack_bytes, limit):
+    """:func:`run_records` on threads started for the run, with stacks of ``stack_bytes``
+    (kernels whose tile buffers do not fit the pool's stacks; machines without it)."""
+    recs = np.ctypeslib.as_array((ctypes.c_int64 * (REC_SIZE * len(kernels))).from_address(
+        records_address)).reshape(len(kernels), REC_SIZE)
+    faults = np.zeros((nthreads, FAULT_SLOTS), np.int64)
+    where = [-1] * nthreads
+    first = [len(kernels)]          # the first record a worker faulted in
+    barrier = threading.Barrier(nthreads)
 
-    ``run(fns, faults)`` calls each function on its own worker and waits for all of
-    them (see :func:`_wait`); the ctypes calls inside release the GIL, so the workers
-    run in parallel, and the main thread never runs kernel code, so it can take Ctrl-C.
-    """
-    STACK = 64 << 20              # virtual size; only the pages a kernel touches are used
+    def work(i):
+        for r, (k, rec) in enumerate(zip(kernels, recs)):
+            f = faults[i]
+            if not (first[0] < r or f[0] or f[STOP_SLOT]):
+                total = int(rec[REC_TOTAL])
+                lo, hi = i * total // nthreads, (i + 1) * total // nthreads
+                if lo < hi:
+                    k.programs(int(rec[REC_SLOTS]), int(rec[REC_GX]), int(rec[REC_GY]),
+                               int(rec[REC_GZ]), lo, hi, f.ctypes.data)
+                if f[0] or f[STOP_SLOT]:
+                    where[i] = r
+                    first[0] = min(first[0], r)
+            if rec[REC_BARRIER]:
+                barrier.wait()
 
-    def __init__(self):
-        self.lock = threading.Lock()
-        self.workers: list = []
-
-    def _worker(self, inbox: queue.SimpleQueue):
-        while True:
-            fn, done = inbox.get()
-            try:
-                fn()
-                done.put(None)
-            except BaseException as e:  # pragma: no cover - ctypes calls do not raise
-                done.put(e)
-
-    def _grow(self, n: int) -> None:
-        with _STACK_LOCK:
-            old = threading.stack_size(self.STACK)
-            try:
-                while len(self.workers) < n:
-                    inbox = queue.SimpleQueue()
-                    threading.Thread(target=self._worker, args=(inbox,), daemon=True,
-                                     name=f"mutile-llvm-{len(self.workers)}").start()
-                    self.workers.append(inbox)
-            finally:
-                threading.stack_size(old)
-
-    def run(self, fns, faults, limit):
-        with self.lock:                       # one launch at a time uses the workers
-            self._grow(len(fns))
-            done = queue.SimpleQueue()
-            sent = 0
-            try:
-                for inbox, fn in zip(self.workers, fns):
-                    inbox.put((fn, done))
-                    sent += 1
-            except BaseException:         # Ctrl-C while handing out work: stop what runs
-                _request_stop(faults)
-                _wait(lambda t: done.get(timeout=t), sent, faults, limit)
-                raise
-            return _wait(lambda t: done.get(timeout=t), sent, faults, limit)
-
-
-_POOL = _Pool()
-
-
-def _run_threads(run, n, stack_bytes, faults, limit):
-    """Run ``run(0) .. run(n-1)`` in parallel on threads whose stacks hold the kernel;
-    returns what :func:`_wait` returns."""
-    fns = [lambda i=i: run(i) for i in range(n)]
-    if stack_bytes <= _Pool.STACK // 2:
-        return _POOL.run(fns, faults, limit)
-    size = (stack_bytes + (1 << 20) + 0xFFFF) & ~0xFFFF
+    size = (stack_bytes + (2 << 20) + 0xFFFF) & ~0xFFFF
     done = queue.SimpleQueue()
 
-    def target(fn):
+    def target(i):
         try:
-            fn()
+            work(i)
+        finally:
             done.put(None)
-        except BaseException as e:  # pragma: no cover
-            done.put(e)
 
-    started = 0
+    started, t0, stopped, interrupted = 0, time.monotonic(), None, None
     with _STACK_LOCK:
         old = threading.stack_size(size)
         try:
-            for fn in fns:
-                threading.Thread(target=target, args=(fn,), daemon=True).start()
+            for i in range(nthreads):
+                threading.Thread(target=target, args=(i,), daemon=True).start()
                 started += 1
-        except BaseException:             # Ctrl-C while starting them: stop what runs
-            _request_stop(faults)
-            _wait(lambda t: done.get(timeout=t), started, faults, limit)
-            raise
+        except BaseException as e:        # Ctrl-C while starting them: stop what runs
+            interrupted = e
+            faults[:, STOP_SLOT] = 1
+            barrier.abort()
         finally:
             threading.stack_size(old)
-    return _wait(lambda t: done.get(timeout=t), started, faults, limit)
+    left = started
+    while left:
+        try:
+            try:
+                done.get(timeout=0.05)
+                left -= 1
+            except queue.Empty:
+                if stopped is None and limit > 0 and time.monotonic() - t0 > limit:
+                    stopped = time.monotonic() - t0
+                    faults[:, STOP_SLOT] = 1
+        except BaseException as e:
+            interrupted = interrupted or e
+            faults[:, STOP_SLOT] = 1
+    if interrupted is not None:
+        raise interrupted
+    return faults, where, stopped
 
 
 def _watchdog_fault(kernel, faults, grid, total, seconds, limit) -> DeviceFault:

@@ -102,7 +102,8 @@ def events(prof) -> list:
                              "sampled": r.sampled, "blocks": r.blocks,
                              "blocks_simulated": r.blocks_simulated, "bound": r.bound,
                              "tflops": r.tflops, "hbm_gbps": r.hbm_gbps,
-                             "launch_overhead_cycles": r.launch_overhead_cycles}})
+                             "launch_overhead_cycles": r.launch_overhead_cycles,
+                             "graph_node": r.graph_node}})
         for s in r.slices:
             pid, tid = tracks.of(s.track)
             out.append({"ph": "X", "name": s.name, "cat": s.track[0], "pid": pid, "tid": tid,

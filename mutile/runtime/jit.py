@@ -17,8 +17,9 @@ import numpy as np
 
 from ..errors import CompilationError, DeviceFault, LaunchError, MutileError
 from ..ir import types as T
-from . import cache, coredump
-from .kernel import Launcher, trimmed
+from . import cache, coredump, graph
+from .kernel import CompiledKernel, Launcher, trimmed
+from .launch_plan import KernelCache, Plan, find_plan, plan_allowed, signature_key
 from .specialize import closure_key, constexpr_value, runtime_type
 from .torch_arrays import is_torch_tensor
 
@@ -186,7 +187,19 @@ class JITFunction(KernelInterface):
         self.constexprs = [p.num for p in self.params if p.is_constexpr]
         # the names of the parameters compiled as constants (the runtime's own view)
         self.constexpr_names = frozenset(p.name for p in self.params if p.is_constexpr)
-        self.cache: dict = {}
+        self.cache = KernelCache()
+        self._plans: dict = {}          # call signature -> Plan (see .launch_plan)
+        self._compiling: set = set()    # specialization keys being compiled (any thread)
+
+    @property
+    def constexpr_names(self) -> frozenset:
+        """The names of the parameters compiled as constants (the runtime's own view)."""
+        return self._constexpr_names
+
+    @constexpr_names.setter
+    def constexpr_names(self, names) -> None:
+        self._constexpr_names = frozenset(names)
+        self.runtime_names = frozenset(self.arg_names) - self._constexpr_names
 
     @property
     def src(self) -> str:
@@ -287,8 +300,14 @@ class JITFunction(KernelInterface):
         k = self.cache.get(mem_key)
         if k is not None and cache.deps_hold(k.deps):
             return k, True
+        if mem_key in self._compiling and graph.capturing() is not None:
+            raise graph.still_compiling(self)
         from .compile import build
-        k = build(self, spec, options)
+        self._compiling.add(mem_key)
+        try:
+            k = build(self, spec, options)
+        finally:
+            self._compiling.discard(mem_key)
         self.cache[mem_key] = k
         return k, False
 
@@ -302,6 +321,13 @@ class JITFunction(KernelInterface):
         if grid is None:
             raise LaunchError(f"{self.fn.__name__}: a launch needs a grid, as in "
                               f"{self.fn.__name__}[grid](...)")
+        key = None
+        if _compiled is None and graph.capturing() is None and plan_allowed(self):
+            plan = find_plan(self, args, kwargs)
+            if plan is not None:
+                return self._run_plan(plan, grid, args, kwargs)
+            key = signature_key(self.runtime_names, args, self.arg_names, kwargs)
+        kw = dict(kwargs) if key is not None else kwargs
         if _compiled is not None:
             bound, options = self._bind_compiled(_compiled, args, kwargs)
         else:
@@ -321,15 +347,55 @@ class JITFunction(KernelInterface):
             k = _compiled
         else:
             k = self._get(spec, options)[0]
+        capture = graph.capturing()
+        if capture is not None:
+            capture.record(self, k, g, bound, options)
+            return k
         try:
             k.launch(g, bound, options.get("num_threads"))
         except DeviceFault as e:
+            coredump.write_if_asked(e, lambda: coredump.launch_record(self, g, bound, options))
+            raise
+        if key is not None:
+            self._plans[key] = Plan(self, k, args, kw, options)
+        return k
+
+    def _run_plan(self, plan, grid, args, kwargs):
+        """The launch of a call whose signature has a plan (:mod:`.launch_plan`)."""
+        k = plan.kernel
+        if callable(grid):
+            bound, _ = self.bind(args, dict(kwargs))
+            grid = grid(bound)
+        g = _check_grid(grid)
+        values = plan.values(args, kwargs)
+        try:
+            if plan.go is not None:
+                plan.go(values, g)
+            else:
+                k.binary.run(values, g, None, plan.num_threads)
+        except DeviceFault as e:
+            bound, options = self.bind(args, dict(kwargs))
             coredump.write_if_asked(e, lambda: coredump.launch_record(self, g, bound, options))
             raise
         return k
 
 
 def _check_grid(g) -> tuple:
+    if type(g) is tuple:                 # the common grids, checked without a generator
+        n = len(g)
+        if n == 1:
+            x = g[0]
+            if type(x) is int and x > 0:
+                return x, 1, 1
+        elif n == 2:
+            x, y = g
+            if type(x) is int and type(y) is int and x > 0 and y > 0:
+                return x, y, 1
+        elif n == 3:
+            x, y, z = g
+            if type(x) is int and type(y) is int and type(z) is int and x > 0 and y > 0 \
+                    and z > 0:
+                return g
     if isinstance(g, int):
         g = (g,)
     if not isinstance(g, (tuple, list)) or not 1 <= len(g) <= 3:

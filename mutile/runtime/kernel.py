@@ -10,6 +10,8 @@ import numpy as np
 from ..errors import LaunchError, MutileError
 from ..ir import types as T
 from .address_table import is_address_table
+from .capture import capturing as _capturing
+from .launch_plan import find_plan
 from .specialize import as_array
 
 
@@ -79,6 +81,11 @@ class CompiledKernel:
         """Triton loads the binary onto the device here; a mutile kernel is ready already."""
 
     def launch(self, grid: tuple, bound: dict, num_threads=None):
+        self.binary.run(self.backend_args(bound), grid, None, num_threads)
+
+    def backend_args(self, bound: dict) -> list:
+        """The backend's argument list for ``bound`` (parameter -> value), checked against
+        this specialization: dtypes, descriptor types, writeability, scalar ranges."""
         args = []
         for p in self.runtime_params:
             v, t = bound[p], self.spec[p]
@@ -113,7 +120,7 @@ class CompiledKernel:
                 args.append(arr)
             else:
                 args.append(scalar_arg(p, v, t))
-        self.binary.run(args, grid, None, num_threads)
+        return args
 
 
 def scalar_arg(name, v, t):
@@ -146,7 +153,12 @@ class Launcher:
 
     def __call__(self, *args, **kwargs):
         __tracebackhide__ = True
+        jitfn = self.jitfn
         try:
-            return self.jitfn.run(*args, grid=self.grid, _compiled=self.compiled, **kwargs)
+            if self.compiled is None and _capturing() is None:    # the steady state
+                plan = find_plan(jitfn, args, kwargs)
+                if plan is not None:
+                    return jitfn._run_plan(plan, self.grid, args, kwargs)
+            return jitfn.run(*args, grid=self.grid, _compiled=self.compiled, **kwargs)
         except MutileError as e:
             raise trimmed(e) from None

@@ -114,12 +114,13 @@ def test_ctrl_c_between_programs_of_a_huge_grid(run_py):
     assert "INTERRUPTED" in r.stdout and "USABLE" in r.stdout, r.stdout + r.stderr
 
 
-def test_watchdog_stops_a_long_launch_and_names_the_loop(run_py, tmp_path):
-    r = run_py("""
+@pytest.mark.parametrize("programs", [1, 2])    # 1: inline on the main thread (inline.py)
+def test_watchdog_stops_a_long_launch_and_names_the_loop(programs, run_py, tmp_path):
+    r = run_py(f"""
         x = np.zeros(2, np.float32)
         t = time.monotonic()
         try:
-            spin[(2,)](x, 5)
+            spin[({programs},)](x, 5)
         except mutile.DeviceFault as e:
             print("FAULT", round(time.monotonic() - t, 1))
             print(e)
@@ -263,3 +264,26 @@ def test_ctrl_c_at_any_moment_leaves_the_process_usable(delay, run_py):
     """)
     assert r.returncode == 0, r.stderr
     assert "INTERRUPTED" in r.stdout and "USABLE" in r.stdout, r.stdout + r.stderr
+
+
+def test_ctrl_c_during_a_native_compile_is_delivered_after_it(run_py):
+    """A SIGINT that arrives while llvmlite is inside one of its Python callbacks (the
+    object cache) reaches the caller once the compile is done, instead of being dropped
+    by ctypes (which would leave the next endless launch unstoppable)."""
+    r = run_py("""
+        from mutile.backends.llvm import engine
+        plain = engine.Engine._notify
+        def notify(self, module, buf):
+            os.kill(os.getpid(), signal.SIGINT)   # handled inside the callback
+            plain(self, module, buf)
+        engine.Engine._notify = notify
+        try:
+            engine.Engine("define i32 @f() {\\n  ret i32 1\\n}")
+        except KeyboardInterrupt:
+            print("INTERRUPTED")
+        engine.Engine._notify = plain
+        usable()
+    """)
+    assert r.returncode == 0, r.stderr
+    assert "INTERRUPTED" in r.stdout and "USABLE" in r.stdout, r.stdout + r.stderr
+    assert "Exception ignored" not in r.stderr, r.stderr

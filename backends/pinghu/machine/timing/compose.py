@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import windows
+from . import session, windows
 from .params import D, DEVICE_UNITS, MP_UNITS
 from .record import STALLS, LaunchRecord, LineRow, PcRow, SliceTable
 
@@ -144,7 +144,8 @@ def launch_record(m) -> LaunchRecord:
         peak_tflops=t.peak_flops(dtype) / 1e12, peak_hbm_gbps=t.peak_hbm / 1e9,
         utilization=util, warp_cycles=warp_cycles, stalls=stalls, issued=float(issued.sum()),
         by_line=by_line, by_pc=by_pc, occupancy=occ, waves=p.waves,
-        launch_overhead_cycles=t.launch_overhead, machine_hash=t.file.hash,
+        launch_overhead_cycles=session.launch_overhead_cycles(t),
+        graph_node=session.current_graph_node(), machine_hash=t.file.hash,
         bound=c.bound(slowest), instructions=int(m.issued_pc.sum()))
     ws = np.array(wave_start)
     rec.wave_cycles = wave_T
@@ -267,5 +268,6 @@ def _empty(m) -> LaunchRecord:
                         by_line=[], by_pc=[], occupancy={"blocks_per_mp": p.occ,
                                                          "warps_per_mp": 0, "limit": p.limit,
                                                          "fraction": 0.0},
-                        waves=0, launch_overhead_cycles=t.launch_overhead,
+                        waves=0, launch_overhead_cycles=session.launch_overhead_cycles(t),
+                        graph_node=session.current_graph_node(),
                         machine_hash=t.file.hash, bound="latency")

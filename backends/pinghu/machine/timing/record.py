@@ -137,6 +137,7 @@ class LaunchRecord:
     start: float = 0.0              # on the session's device timeline (cycles)
     instructions: int = 0           # warp-instructions simulated
     wave_cycles: list = field(default_factory=list)  # each wave's time (estimated: sampled)
+    graph_node: int | None = None   # its position in a replayed mutile.Graph (None: not)
 
     @property
     def end(self) -> float:
