@@ -67,7 +67,7 @@ def _matmul(n, threads, rng):
 
 
 def _attention(heads, seq, d, threads, rng):
-    from .kernels import flash_attention as fa
+    from .kernels import attention_basic as fa
     q, k, v = (rng.standard_normal((heads, seq, d)).astype(np.float32) for _ in range(3))
     fa.attention(q, k, v, num_threads=threads)
     fa.attention(q, k, v, num_threads=threads, check_bounds=False)
@@ -131,7 +131,7 @@ def _pinghu_matmul(n, rng):
 
 def _pinghu_attention(heads, seq, d, rng, dtype=np.float16):
     """FlashAttention forward (64x64 tiles) on the Pinghu interpreter."""
-    from .kernels import flash_attention as fa
+    from .kernels import attention_basic as fa
     q, k, v = (rng.standard_normal((heads, seq, d)).astype(dtype) for _ in range(3))
     out = fa.attention(q, k, v, backend="pinghu")
     ref = fa.attention_reference(*(x.astype(np.float64) for x in (q, k, v)))
@@ -157,7 +157,7 @@ def _async_rows(quick: bool, rng) -> list:
     """The same kernels with and without the asynchronous lowering (TME + SQMMA +
     pipelining vs. LSU loads + WMMA), side by side."""
     import ml_dtypes
-    from .kernels import flash_attention as fa
+    from .kernels import attention_basic as fa
     from .kernels import matmul as mm
     from .kernels import pinghu_gemm as pg
     n = 256 if quick else 512
@@ -204,7 +204,9 @@ def measure_pinghu(quick: bool) -> dict:
     seq = 256 if quick else 512
     rows.append(_pinghu_attention(4, seq, 64, rng, np.float16))
     rows.append(_pinghu_attention(4, seq, 64, rng, np.float32))
-    return {"threads": 1, "rows": rows, "async": _async_rows(quick, rng)}
+    from .bench_templates import pinghu_rows      # minutes at 4096^3: not with --quick
+    return {"threads": 1, "rows": rows, "async": _async_rows(quick, rng),
+            "templates": [] if quick else pinghu_rows(quick)}
 
 
 _COMPILE_SNIPPET = r"""
@@ -212,7 +214,7 @@ import time
 t = time.perf_counter()
 import numpy as np
 import mutile, mutile.backends.llvm, mutile.runtime.compile
-from mutile.kernels import flash_attention as fa
+from mutile.kernels import attention_basic as fa
 t_import = time.perf_counter() - t
 q = np.ones((1, 64, 64), np.float32)
 t = time.perf_counter()
@@ -344,6 +346,13 @@ def _print_pinghu(result: dict) -> int:
         print("  vs no-async: time with the async lowering / time without it (the same "
               "kernel through LSU loads and WMMA); below 2x meets the issue's bound.")
     _print_model(result["rows"] + rows)
+    print()
+    if result.get("templates"):
+        from .bench_templates import print_pinghu
+        print_pinghu(result["templates"])
+    else:
+        print("templates on the cycle model: not with --quick (mutile bench --backend "
+              "templates --quick runs them at 1024^3)")
     return 0
 
 
@@ -386,12 +395,15 @@ def _launch_section(quick: bool, as_json: bool) -> int:
 
 def run_bench(quick: bool = False, backend: str = "llvm", baseline: str | None = None,
               as_json: bool = False, compile_times: bool = True) -> int:
+    if backend == "templates":
+        from .bench_templates import run
+        return run(quick=quick, as_json=as_json)
     if backend == "launch":
         return _launch_section(quick, as_json)
     if backend == "autotune":
         return _autotune_section(quick, as_json)
     if backend not in ("llvm", "pinghu"):
-        print(f"mutile bench: unknown backend '{backend}' (llvm, pinghu, autotune, launch)",
+        print(f"mutile bench: unknown backend '{backend}' (llvm, pinghu, autotune, launch, templates)",
               file=sys.stderr)
         return 2
     if as_json:

@@ -116,7 +116,7 @@ def cmd_asm(args) -> int:
 
 
 def cmd_demo(args) -> int:
-    from .kernels import flash_attention as fa
+    from .kernels import attention_basic as fa
     from .kernels import matmul as mm
     from .testing import do_bench
     rng = np.random.default_rng(0)

@@ -9,7 +9,7 @@
 * **llvm**: the grouped matmul tuned on wall time; every config re-measured, and how far
   the winner is from the best re-measured time;
 * **budgets**: how close 20% random and model (Optuna TPE) searches get to the
-  exhaustive best on the GEMM and the attention (``kernels/flash_attention.py``) spaces.
+  exhaustive best on the GEMM and the attention (``kernels/attention_basic.py``) spaces.
 
 The tuners are module-level names, so worker processes can rebuild them.
 """
@@ -26,7 +26,7 @@ import time
 import numpy as np
 
 import mutile
-from ..kernels import flash_attention as fa
+from ..kernels import attention_basic as fa
 from ..kernels import matmul as mm
 from .api import autotune
 from .config import ConfigSpace, identity, short

@@ -13,7 +13,7 @@ import mutile.language as ml
 from mutile import ir as mir
 from mutile.frontend import RuntimeArg, compile_kernel
 from mutile.ir import types as T
-from mutile.kernels.flash_attention import attention_fwd_kernel
+from mutile.kernels.attention_basic import attention_fwd_kernel
 from mutile.kernels.matmul import matmul_descriptor_kernel, matmul_kernel
 from mutile.passes import PASSES, PIPELINE
 

@@ -1,7 +1,7 @@
 """Whole kernels in Triton's dialect on random inputs, against float64 numpy references:
 vector add, row softmax, layernorm forward, the grouped matmul of ``kernels/matmul.py``
 (every epilogue, every input precision and dtype), the descriptor matmul, and
-FlashAttention forward of ``kernels/flash_attention.py``.
+FlashAttention forward of ``kernels/attention_basic.py``.
 
 Every output is poisoned (NaN / the integer maximum) before the launch, so an element
 the kernel does not write fails the comparison. Tolerances are derived from the
@@ -18,7 +18,7 @@ import pytest
 
 import mutile
 import mutile.language as ml
-from mutile.kernels.flash_attention import attention, attention_fwd_kernel, attention_reference
+from mutile.kernels.attention_basic import attention, attention_fwd_kernel, attention_reference
 from mutile.kernels.matmul import matmul, matmul_descriptor_kernel, matmul_kernel
 
 from ..conftest import poison

@@ -116,20 +116,22 @@ def scale_many(X, Y, a, n, BLOCK: ml.constexpr):
     ml.store(Y + o, ml.load(X + o, mask=m) * a, mask=m)
 
 
-def test_small_planned_launches_run_on_one_thread_large_ones_on_all(rng):
-    """The planned launcher's choice (fast_launch.py): launches that take a few
-    microseconds run on one thread; one that takes milliseconds goes to the workers
-    after its probe. Both give the float64 result."""
+def test_planned_launches_run_on_one_thread_while_one_thread_is_fast(rng, monkeypatch):
+    """The planned launcher's choice (fast_launch.py), made deterministic by setting its
+    threshold: with a threshold no run reaches, every planned launch runs on one thread
+    (inline); with 0, only the first (the probe) does, the rest go to the workers. Both
+    give the float64 result."""
+    fast = __import__("importlib").import_module("mutile.backends.llvm.fast_launch")
     inline = __import__("importlib").import_module("mutile.backends.llvm.inline").inline()
-    for n, small in ((1024, True), (1 << 22, False)):      # one signature: one plan
-        x = rng.standard_normal(n).astype(np.float32)
-        before = inline.launches
-        for i in range(21):
+    n = 4096
+    x = rng.standard_normal(n).astype(np.float32)
+    for threshold, threads, expect in ((1e9, 2, 21), (0.0, 3, 1)):   # threads: a new plan
+        monkeypatch.setattr(fast, "SERIAL_SECONDS", threshold)
+        for i in range(22):                         # the first launch makes the plan
+            if i == 1:
+                before = inline.launches
             y = poison((n,), np.float32)
-            scale_many[(n // 256,)](x, y, 3.0, n, BLOCK=256, backend="llvm", num_threads=2)
+            scale_many[(n // 256,)](x, y, 3.0, n, BLOCK=256, backend="llvm",
+                                    num_threads=threads)
             np.testing.assert_allclose(y, x.astype(np.float64) * 3.0, rtol=1e-6)
-        ran_inline = inline.launches - before
-        if small:          # most of them (a busy machine may send a few to the workers)
-            assert ran_inline >= 10, ran_inline
-        else:              # milliseconds on one thread: the first (after the small ones
-            assert ran_inline <= 2, ran_inline        # said one thread), maybe a probe
+        assert inline.launches - before == expect, (threshold, inline.launches - before)

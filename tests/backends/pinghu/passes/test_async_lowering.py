@@ -7,7 +7,7 @@ import pytest
 
 import mutile
 import mutile.language as ml
-from mutile.kernels import flash_attention as fa
+from mutile.kernels import attention_basic as fa
 from mutile.kernels import matmul as mm
 
 BF16, E4M3 = ml_dtypes.bfloat16, ml_dtypes.float8_e4m3fn

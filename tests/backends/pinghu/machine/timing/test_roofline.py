@@ -15,7 +15,7 @@ import pytest
 
 import mutile
 import mutile.language as ml
-from mutile.kernels import flash_attention as fa
+from mutile.kernels import attention_basic as fa
 from mutile.kernels import matmul as mm
 from mutile.kernels import pinghu_gemm as pg
 

@@ -12,7 +12,7 @@ import pytest
 import mutile
 import mutile.language as ml
 import mutile.machines as machines
-from mutile.kernels import flash_attention as fa
+from mutile.kernels import attention_basic as fa
 from mutile.kernels import pinghu_gemm as pg
 
 from .timing_kit import chase, check_record, profiled, write_machine
