@@ -16,6 +16,7 @@ Causal masking is aligned bottom-right as in FlashAttention-2 (>= 2.1): the last
 sees the last key. torch's ``is_causal`` aligns top-left; the two agree when Sq == Sk.
 A row with no visible key gives an output of 0 and an lse of -inf (torch gives NaN).
 """
+import functools
 import math
 
 import numpy as np
@@ -212,15 +213,7 @@ def attend(q, k_ptr, v_ptr, acc, l_i, m_i, start_n, offs_n, offs_d, s_kn, sm_sca
     return acc, l_i, m_new
 
 
-_FORWARDS = {}
-
-
-def forward_kernel(score_mod, mask_mod):
-    """The compiled-once forward kernel for this pair of mods."""
-    key = (score_mod, mask_mod)
-    if key not in _FORWARDS:
-        _FORWARDS[key] = build_forward(score_mod, mask_mod)
-    return _FORWARDS[key]
+forward_kernel = functools.cache(build_forward)   # compiled once per pair of mods
 
 
 def pick_blocks(a: AttnArgs):
@@ -260,7 +253,12 @@ def flash_attention(q, k, v, *, causal=False, sm_scale=None, score_mod=None, mas
 
 
 def run_forward(a: AttnArgs, out, lse):
-    """Launch the forward kernel on checked arguments, writing ``out`` and ``lse``."""
+    """Launch the forward kernel on checked arguments, writing ``out`` and ``lse``: on
+    pinghu the explicit TME/SQMMA kernel (``attention_pinghu``) when it takes them."""
+    from . import attention_pinghu
+    if attention_pinghu.supports(a):
+        attention_pinghu.run(a, out, lse)
+        return
     bm, bn = pick_blocks(a)
     (num, idx, fnum, fidx), mstr = a.mask_arrays()
     qb, qh, qm, _ = (s // a.q.itemsize for s in a.q.strides)

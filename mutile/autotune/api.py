@@ -20,18 +20,20 @@ from __future__ import annotations
 import os
 import time
 
-from ..errors import LaunchError
+from ..errors import LaunchError, MutileError
 from ..runtime.jit import Config, KernelInterface, default_backend
 from . import config as C
 from . import executor as X
-from . import report, search, store
-from .measure import ResetRestore, check_outputs, conflicts, run_config
+from . import report, rounds, search, store
+from .measure import (QUANTILES, ResetRestore, check_outputs, conflicts, run_config,
+                      trial_call)
 from .progress import Progress
 from .search import SEARCHES
 
 PARALLEL_MIN = 4        # the default pool is used from this many configs to measure on
-CONFIRM = 3             # wall times: how many of the fastest configs are timed again,
-CONFIRM_ROUNDS = 2      # in this many interleaved rounds (each keeps its lowest median)
+CONFIRM = 5             # wall times: at most this many of the fastest configs are timed
+CONFIRM_SPAN = 1.3      # again (those within this factor of the best), side by side in
+CONFIRM_REPS = 4        # interleaved rounds for this many times ``rep`` ms each
 
 
 def _no_hook(*args, **kwargs):
@@ -285,27 +287,36 @@ class Autotuner(KernelInterface):
                 results.update(new)
                 plan.tell({i: results[i] for i in map(C.identity, batch)})
         if backend != "pinghu" and self.do_bench is None:
-            self._confirm(args, kwargs, grid, backend, pruned, results, scope)
+            self._confirm(args, kwargs, grid, backend, pruned, results, scope, d)
         return results
 
-    def _confirm(self, args, kwargs, grid, backend, pruned, results, scope) -> None:
-        """Wall times are noisy (other processes only ever add time): the CONFIRM fastest
-        configs measured now are timed again in CONFIRM_ROUNDS interleaved rounds, and each
-        keeps its lowest median."""
+    def _confirm(self, args, kwargs, grid, backend, pruned, results, scope, d) -> None:
+        """Wall times are noisy: the fastest configs measured now (at most CONFIRM, those
+        within CONFIRM_SPAN of the best) are timed again side by side in interleaved
+        rounds (:mod:`.rounds`), ``CONFIRM_REPS * rep`` ms each, and keep those times."""
         by_id = {C.identity(c): c for c in pruned}
         fresh = [i for i, r in results.items() if not r.cached and not r.failed]
-        top = sorted(fresh, key=lambda i: results[i].timing)[:CONFIRM]
+        if not fresh:
+            return
+        best = min(results[i].ms for i in fresh)
+        top = [i for i in sorted(fresh, key=lambda i: results[i].timing)
+               if results[i].ms <= CONFIRM_SPAN * best][:CONFIRM]
         if len(top) < 2:
             return
-        for _ in range(CONFIRM_ROUNDS):
-            for ident in top:
-                again = run_config(self, args, kwargs, by_id[ident], grid, backend)
-                if not again.failed and again.timing < results[ident].timing:
-                    again.deps = again.deps or results[ident].deps
-                    results[ident] = again
-        if scope is not None:
-            for ident in top:
-                store.store_measure(scope, ident, results[ident])
+        calls = {i: trial_call(self, args, kwargs, by_id[i], grid)[0] for i in top}
+        try:
+            samples = rounds.interleaved(calls, CONFIRM_REPS * self.num_reps * len(top))
+        except MutileError as e:        # a config that ran once failing now: keep pass one
+            d.notes.append(f"re-timing the fastest configs failed ({e}); first-pass times kept")
+            return
+        d.notes.append(f"re-timed side by side in {len(samples[top[0]])} interleaved rounds: "
+                       + ", ".join(C.short(by_id[i]) for i in top))
+        for ident in top:
+            r = results[ident]
+            r.timing = rounds.quantiles(samples[ident], QUANTILES)
+            r.extra = {**r.extra, "rounds": len(samples[ident])}
+            if scope is not None:
+                store.store_measure(scope, ident, r)
 
     def _parallel(self, pruned, d) -> bool:
         if self.executor is None and self.workers is not None and self.workers <= 1:

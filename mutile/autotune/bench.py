@@ -28,6 +28,7 @@ import numpy as np
 import mutile
 from ..kernels import attention_basic as fa
 from ..kernels import matmul as mm
+from . import rounds
 from .api import autotune
 from .config import ConfigSpace, identity, short
 
@@ -126,10 +127,10 @@ def wall_times(n: int) -> dict:
     return {"n": n, "runs": out, "same_timings": same}
 
 
-def llvm_pick(n: int) -> dict:
-    """Wall-time tuning on llvm, then every config re-measured (the least of 3 interleaved
-    rounds of do_bench medians): the winner's re-measured time against the best."""
-    from ..testing import do_bench
+def llvm_pick(n: int, rep_ms: float = 4000.0) -> dict:
+    """Wall-time tuning on llvm, then every config re-measured side by side (interleaved
+    rounds, :mod:`mutile.autotune.rounds`, about ``rep_ms`` in all; medians): the
+    winner's re-measured time against the best."""
     rng = np.random.default_rng(1)
     a = rng.standard_normal((n, n)).astype(np.float32)
     b = rng.standard_normal((n, n)).astype(np.float32)
@@ -138,21 +139,24 @@ def llvm_pick(n: int) -> dict:
 
     def grid(meta):
         return (mutile.cdiv(n, meta["BLOCK_M"]) * mutile.cdiv(n, meta["BLOCK_N"]),)
+    start = time.perf_counter()
     llvm_matmul[grid](a, b, c, n, n, n, *strides, backend="llvm")
+    tuning_s = time.perf_counter() - start
     err = float(np.abs(c - a.astype(np.float64) @ b).max())
     winner = llvm_matmul.best_config
-    again = {}
-    for _ in range(3):
-        for cfg in LLVM_CONFIGS:
-            g = grid(cfg.kwargs)
-            again.setdefault(short(cfg), []).append(do_bench(
-                lambda: mm.matmul_kernel[g](a, b, c, n, n, n, *strides, backend="llvm",
-                                            **cfg.all_kwargs()), return_mode="median"))
-    med = {k: min(v) for k, v in again.items()}     # contention only adds time
+
+    def call(cfg):
+        g = grid(cfg.kwargs)
+        return lambda: mm.matmul_kernel[g](a, b, c, n, n, n, *strides, backend="llvm",
+                                           **cfg.all_kwargs())
+    samples = rounds.interleaved({short(cfg): call(cfg) for cfg in LLVM_CONFIGS}, rep_ms,
+                                 seed=1)
+    med = {k: float(np.median(v)) for k, v in samples.items()}
     best = min(med.values())
     return {"n": n, "winner": short(winner), "winner_ms": med[short(winner)], "best_ms": best,
             "best": min(med, key=med.get), "within": med[short(winner)] / best - 1,
-            "max_abs_err": err, "remeasured": med}
+            "max_abs_err": err, "remeasured": med, "tuning_s": tuning_s,
+            "rounds": len(next(iter(samples.values())))}
 
 
 def budgets(full, space, run, seeds=(0, 1, 2, 3, 4)) -> dict:

@@ -118,24 +118,17 @@ def conflicts(kwargs: dict, config) -> None:
                           "@autotune and also passed at launch; do not pass tuned symbols")
 
 
-def run_config(tuner, args: tuple, kwargs: dict, config, grid, backend: str,
-               want_outputs: bool = False, compile_only: bool = False) -> Result:
-    """Measure ``config`` for one launch of ``tuner``'s kernel (``args``, the launch's
-    ``kwargs`` and ``grid``). ``compile_only``: compile it and record only its failure, if
-    any (the llvm backend's parallel stage; timing happens in the tuning process)."""
+def trial_call(tuner, args: tuple, kwargs: dict, config, grid):
+    """``(call, nargs, compiled)``: ``call()`` runs ``tuner``'s kernel once with
+    ``config`` between the hooks, as Triton's autotuner does (the config's pre-hook, then
+    the tuner's; the tuner's post-hook after, also when the launch raises); ``compiled``
+    collects the launched kernels."""
     conflicts(kwargs, config)
     current = {**kwargs, **config.all_kwargs()}
     nargs = {**dict(zip(tuner.arg_names, args)), **current}
     compiled = []
-    start = time.perf_counter()
-    if compile_only:
-        try:
-            compiled.append(tuner.fn.run(*args, grid=grid, warmup=True, **current))
-        except MutileError as e:
-            return failure(_reason(e), time.perf_counter() - start)
-        return Result([0.0, 0.0, 0.0], deps=_deps(compiled), seconds=time.perf_counter() - start)
 
-    def kernel_call():
+    def call():
         if config.pre_hook is not None:
             config.pre_hook(nargs)
         tuner.pre_hook(nargs)
@@ -147,7 +140,24 @@ def run_config(tuner, args: tuple, kwargs: dict, config, grid, backend: str,
             finally:
                 raise
         tuner.post_hook(nargs, exception=None)
+    return call, nargs, compiled
 
+
+def run_config(tuner, args: tuple, kwargs: dict, config, grid, backend: str,
+               want_outputs: bool = False, compile_only: bool = False) -> Result:
+    """Measure ``config`` for one launch of ``tuner``'s kernel (``args``, the launch's
+    ``kwargs`` and ``grid``). ``compile_only``: compile it and record only its failure, if
+    any (the llvm backend's parallel stage; timing happens in the tuning process)."""
+    start = time.perf_counter()
+    if compile_only:
+        conflicts(kwargs, config)
+        current = {**kwargs, **config.all_kwargs()}
+        try:
+            k = tuner.fn.run(*args, grid=grid, warmup=True, **current)
+        except MutileError as e:
+            return failure(_reason(e), time.perf_counter() - start)
+        return Result([0.0, 0.0, 0.0], deps=_deps([k]), seconds=time.perf_counter() - start)
+    kernel_call, nargs, compiled = trial_call(tuner, args, kwargs, config, grid)
     try:
         timing = _bench(tuner, kernel_call, backend)
     except MutileError as e:

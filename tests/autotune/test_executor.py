@@ -43,7 +43,8 @@ def _axpy(k, x, y, backend):
 def test_parallel_and_serial_pick_the_same(backend, rng, cache_dir):
     x, y = (rng.standard_normal(700).astype(np.float32) for _ in range(2))
     d_par = _axpy(parallel, x, y, backend)
-    assert len(d_par.measured) == 6 and d_par.notes == []
+    assert len(d_par.measured) == 6
+    assert not [n for n in d_par.notes if "serially" in n]      # it really ran in parallel
     if backend == "pinghu":
         for p in cache_dir.rglob("*.bin"):          # no cache: serial measures everything
             p.unlink()

@@ -3,7 +3,9 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from mutile.kernels.attention import reference_scores
+import mutile
+import mutile.language as ml
+from mutile.kernels.attention import attention_reference, reference_scores
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
 F16 = np.dtype(np.float16)
@@ -28,6 +30,27 @@ def qkv(rng, B, Hq, Hk, Sq, Sk, D, dtype, n=3):
     v = rng.standard_normal((B, Hk, Sk, D)).astype(dtype)
     extra = [rng.standard_normal((B, Hq, Sq, D)).astype(dtype) for _ in range(n - 3)]
     return (q, k, v, *extra)
+
+
+def check(o, lse, q, k, v, **ref_kw):
+    """o and lse against the float64 reference: lse is -inf exactly where no key is visible."""
+    ro, rl = attention_reference(q, k, v, **ref_kw)
+    atol = ATOL[q.dtype]
+    np.testing.assert_allclose(o.astype(np.float64), ro, atol=atol, rtol=atol)
+    finite = np.isfinite(rl)
+    assert (np.isfinite(lse) == finite).all(), "lse is -inf exactly where no key is visible"
+    np.testing.assert_allclose(lse[finite], rl[finite], atol=1e-4, rtol=1e-4)
+
+
+# a score mod and a mask mod that read b, h and both indices (the user-mod tests)
+@mutile.jit
+def head_bias(score, b, h, q_idx, kv_idx):
+    return score + (h * 2 - b).to(ml.float32) * 0.25
+
+
+@mutile.jit
+def checkerboard(b, h, q_idx, kv_idx):
+    return ((q_idx // 8 + kv_idx // 8 + h) % 2 == 0) | (q_idx == kv_idx)
 
 
 def poisoned_like(x):

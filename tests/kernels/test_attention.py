@@ -3,12 +3,11 @@ built-in mods and user score/mask mods, on both backends against float64 numpy."
 import numpy as np
 import pytest
 
-import mutile
-import mutile.language as ml
 from mutile.kernels import block_mask as bmk
-from mutile.kernels.attention import attention_reference, flash_attention
+from mutile.kernels.attention import flash_attention
 
-from .attention_kit import ATOL, BF16, F16, F32, poisoned_like, qkv, skip_dtype
+from .attention_kit import (BF16, F16, F32, check, checkerboard, head_bias, poisoned_like, qkv,
+                           skip_dtype)
 
 
 def run(q, k, v, backend, **kw):
@@ -16,15 +15,6 @@ def run(q, k, v, backend, **kw):
     o, lse = flash_attention(q, k, v, return_lse=True, out=out, backend=backend, **kw)
     assert o is out
     return o, lse
-
-
-def check(o, lse, q, k, v, **ref_kw):
-    ro, rl = attention_reference(q, k, v, **ref_kw)
-    atol = ATOL[q.dtype]
-    np.testing.assert_allclose(o.astype(np.float64), ro, atol=atol, rtol=atol)
-    finite = np.isfinite(rl)
-    assert (np.isfinite(lse) == finite).all(), "lse is -inf exactly where no key is visible"
-    np.testing.assert_allclose(lse[finite], rl[finite], atol=1e-4, rtol=1e-4)
 
 
 @pytest.mark.parametrize("dtype", [F16, BF16, F32], ids=str)
@@ -102,16 +92,6 @@ def test_standard_mods(backend, rng, name):
     kern_kw, ref_kw = MODS[name]
     q, k, v = qkv(rng, 1, 2, 2, 64, 64, 64, F16)
     check(*run(q, k, v, backend, **kern_kw), q, k, v, **ref_kw)
-
-
-@mutile.jit
-def head_bias(score, b, h, q_idx, kv_idx):
-    return score + (h * 2 - b).to(ml.float32) * 0.25
-
-
-@mutile.jit
-def checkerboard(b, h, q_idx, kv_idx):
-    return ((q_idx // 8 + kv_idx // 8 + h) % 2 == 0) | (q_idx == kv_idx)
 
 
 def test_user_score_and_mask_mod_see_b_h_and_indices(backend, rng):

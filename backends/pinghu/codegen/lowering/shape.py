@@ -68,8 +68,23 @@ def broadcast_to(cg: Codegen, val, shape: tuple):
     r = recipe.remap(val.recipe, recipe.broadcast_bits(src_shape, shape))
     if r is not None:                        # recompute it where it is needed
         return emit_recipe(cg, r, shape, val.ty)
+    if own_rows(cg, val, src_shape, shape):
+        return cg.materialize(Uniform(val.run(0, 1), shape, val.ty))
     src = reshaped(val, src_shape)
     return cg.gather(src, shape, lambda idx: source_index(cg, idx, shape, src_shape, dims))
+
+
+def own_rows(cg: Codegen, val: TileVal, src_shape: tuple, shape: tuple) -> bool:
+    """Whether broadcasting ``val`` (one element per thread, e.g. a row statistic
+    ``[R]`` on ``R`` threads) to ``shape`` only repeats each thread's element over the
+    destination elements it holds itself (``[R, C]``: thread ``t`` holds row ``t``), so
+    one MOV per thread does it, with no move through shared memory."""
+    if val.E != 1 or numel(src_shape) != cg.threads:
+        return False
+    k = len(shape)
+    while k and src_shape[k - 1] == 1:
+        k -= 1
+    return all(src_shape[d] == shape[d] for d in range(k))
 
 
 @lowers("splat")

@@ -1,0 +1,233 @@
+"""FlashAttention forward, explicitly on Pinghu's engines (``mutile.language.pinghu``).
+
+The structure of FlashAttention-3 on Pinghu's vocabulary. One program owns
+``BLOCK_M = 64 * SQUADS`` query rows of one (batch, head); its warps are split
+(``ph.warp_specialize``) into
+
+- one **producer warp**: TME-loads the program's Q rows once (a 64-row box per squad, on
+  the ``q_bar`` barrier) and then, for every key block the program can see (causal and
+  window limits come from :func:`kernels.attention.kv_bounds`), waits until a stage of the
+  K/V ring is empty and TME-loads that block's K and V boxes into it, counting their bytes
+  on the stage's ``full`` barrier;
+- ``SQUADS`` **consumer WarpSquads**, each a partition of its own (so each runs its own
+  instruction stream: while one squad is in its softmax, another's SQMMAs run, FA3's
+  "ping-pong"): per key block, ``S = Q K^T`` by SQMMA into f32 registers, the scores
+  through the same mods and masks as the portable kernel (``raw_scores``' steps 2-3,
+  ``score_mod``, :func:`kernels.attention.visible`), the online softmax in base 2, ``P``
+  cast to q's dtype and stored to the squad's shared ``p_s``, then ``O += P V`` by SQMMA
+  from ``p_s`` and the V stage. After its last SQMMA on a stage a squad arrives on the stage's
+  ``empty`` barrier (which counts every consumer warp).
+
+The epilogue divides by the row sums and stores O and the natural-log lse with pointer
+stores (rows past ``seq_q`` are dropped; a row that sees no key gives 0 and -inf, as the
+portable kernel). Q/K/V boxes past the sequence read zeros (TME's out-of-bounds fill),
+and their keys are masked by ``j < seq_k``.
+
+``run(a, out, lse)`` launches it on checked :class:`AttnArgs`; :func:`supports` says
+whether it takes them (``kernels.attention.run_forward`` asks it on ``backend="pinghu"``).
+"""
+import functools
+
+import mutile
+import mutile.language as ml
+import mutile.language.pinghu as ph
+
+from .attention import LOG2E, kv_bounds, no_mask_mod, no_score_mod, visible
+
+SQUAD_ROWS = 64                   # query rows per consumer WarpSquad (SQMMA M 64)
+
+
+@mutile.jit
+def producer(q_desc, k_desc, v_desc, q_s, k_s, v_s, q_bar, full, empty, start_m, seq_k,
+             shift, left, right, BLOCK_M: ml.constexpr, BLOCK_N: ml.constexpr,
+             STAGES: ml.constexpr, CAUSAL: ml.constexpr,
+             WINDOW: ml.constexpr):
+    """One warp: Q once, then the K and V boxes of every visible key block, ``STAGES``
+    blocks ahead of the consumers."""
+    ph.barrier_expect_tx(q_bar, BLOCK_M * q_s.shape[1] * q_s.dtype.itemsize)
+    ph.tme_load(q_desc, [start_m * BLOCK_M, 0], q_s, q_bar)
+    lo, hi = kv_bounds(start_m, seq_k, shift, left, right, BLOCK_M, BLOCK_N, CAUSAL, WINDOW)
+    n = ml.cdiv(hi - lo, BLOCK_N)
+    for j in range(n):
+        s = j % STAGES
+        ph.barrier_wait(empty[s], ((j // STAGES) & 1) ^ 1)
+        ph.barrier_expect_tx(full[s], 2 * BLOCK_N * k_s.shape[2] * k_s.dtype.itemsize)
+        ph.tme_load(k_desc, [lo + j * BLOCK_N, 0], k_s[s], full[s])
+        ph.tme_load(v_desc, [lo + j * BLOCK_N, 0], v_s[s], full[s])
+
+
+@mutile.jit
+def scores(s, sm_scale, softcap, slope, b, h, rows, cols, seq_k, shift, left, right,
+           CAUSAL: ml.constexpr, WINDOW: ml.constexpr, SOFTCAP: ml.constexpr,
+           ALIBI: ml.constexpr, SCORE_MOD: ml.constexpr, MASK_MOD: ml.constexpr,
+           score_mod, mask_mod):
+    """The portable kernel's score pipeline after the dot (``raw_scores`` steps 2-3,
+    ``score_mod``, ``visible``), in base 2: ``log2(e) * score``, -inf where masked."""
+    if SOFTCAP or ALIBI or SCORE_MOD:
+        s = s * sm_scale
+        if SOFTCAP:
+            s = softcap * ml.math.tanh(s / softcap)
+        if ALIBI:
+            dist = (rows[:, None] + shift - cols[None, :]).to(ml.float32)
+            s = s - slope * ml.abs(dist)
+        if SCORE_MOD:
+            s = score_mod(s, b, h, rows[:, None], cols[None, :])
+        s = s * LOG2E
+    else:
+        s = s * (sm_scale * LOG2E)
+    keep = visible(b, h, rows, cols, seq_k, shift, left, right, CAUSAL, WINDOW, MASK_MOD,
+                   mask_mod)
+    return ml.where(keep, s, -float("inf"))
+
+
+@mutile.jit
+def softmax_step(s, m_i, l_i):
+    """The online softmax of one block of base-2 scores: (p, alpha, m_new, l_new)."""
+    m_new = ml.maximum(m_i, ml.max(s, axis=1))
+    m_safe = ml.where(m_new == -float("inf"), 0.0, m_new)
+    p = ml.exp2(s - m_safe[:, None])
+    alpha = ml.exp2(m_i - m_safe)
+    return p, alpha, m_new, l_i * alpha + ml.sum(p, axis=1)
+
+
+@mutile.jit
+def consumer(q_s, k_s, v_s, p_s, q_bar, full, empty, Out, Lse, Slopes, b, h, bq, start_m,
+             seq_q, seq_k, shift, left, right, sm_scale, softcap, s_ob, s_oh, s_om, s_lb,
+             s_lh, s_ab, HEAD_DIM: ml.constexpr, BLOCK_M: ml.constexpr,
+             BLOCK_N: ml.constexpr, STAGES: ml.constexpr, CAUSAL: ml.constexpr,
+             WINDOW: ml.constexpr, SOFTCAP: ml.constexpr, ALIBI: ml.constexpr,
+             SCORE_MOD: ml.constexpr, MASK_MOD: ml.constexpr, score_mod, mask_mod):
+    """The WarpSquads (64 query rows each): ``BLOCK_M`` query rows against every visible
+    key block, then the epilogue (see the module doc)."""
+    rows = start_m * BLOCK_M + ml.arange(0, BLOCK_M)
+    offs_n = ml.arange(0, BLOCK_N)
+    slope = 0.0
+    if ALIBI:
+        slope = ml.load(Slopes + b * s_ab + h)
+    lo, hi = kv_bounds(start_m, seq_k, shift, left, right, BLOCK_M, BLOCK_N, CAUSAL, WINDOW)
+    n = ml.cdiv(hi - lo, BLOCK_N)
+    m_i = ml.full([BLOCK_M], -float("inf"), ml.float32)
+    l_i = ml.zeros([BLOCK_M], ml.float32)
+    acc = ml.zeros([BLOCK_M, HEAD_DIM], ml.float32)
+    q = q_s
+    p_buf = p_s
+    ph.barrier_wait(q_bar, 0)
+    for j in range(n):
+        st = j % STAGES
+        ph.barrier_wait(full[st], (j // STAGES) & 1)
+        s_raw = ph.sqmma(q, k_s[st], trans_b=True)
+        s_raw = ph.sqmma_wait(s_raw)
+        s = scores(s_raw, sm_scale, softcap, slope, b, h, rows, lo + j * BLOCK_N + offs_n,
+                   seq_k, shift, left, right, CAUSAL, WINDOW, SOFTCAP, ALIBI, SCORE_MOD,
+                   MASK_MOD, score_mod, mask_mod)
+        p, alpha, m_i, l_i = softmax_step(s, m_i, l_i)
+        p_buf.store(p)
+        ph.fence_shared()
+        ph.sync_warps()
+        acc = acc * alpha[:, None]
+        acc = ph.sqmma(p_buf, v_s[st], acc)
+        acc = ph.sqmma_wait(acc)
+        ph.barrier_arrive(empty[st])
+    out = acc / ml.where(l_i == 0.0, 1.0, l_i)[:, None]
+    offs_d = ml.arange(0, HEAD_DIM)
+    ok = rows < seq_q
+    ml.store(Out + bq * s_ob + h * s_oh + rows[:, None] * s_om + offs_d[None, :],
+             out.to(Out.dtype.element_ty), mask=ok[:, None])
+    lse = ml.where(l_i == 0.0, -float("inf"), (m_i + ml.log2(l_i)) / LOG2E)
+    ml.store(Lse + bq * s_lb + h * s_lh + rows, lse, mask=ok)
+
+
+def build_kernel(score_mod, mask_mod):
+    """The explicit forward with ``score_mod`` and ``mask_mod`` inlined (a closure, as
+    :func:`kernels.attention.build_forward`)."""
+    smod = no_score_mod if score_mod is None else score_mod
+    mmod = no_mask_mod if mask_mod is None else mask_mod
+
+    @mutile.jit
+    def attn_fwd_ph_kernel(Q, K, V, Out, Lse, Slopes, seq_q, seq_k, heads, group, sm_scale,
+                           softcap, left, right, s_qb, s_qh, s_qm, s_kb, s_kh, s_kn,
+                           s_ob, s_oh, s_om, s_lb, s_lh, s_ab,
+                           HEAD_DIM: ml.constexpr, BLOCK_M: ml.constexpr,
+                           BLOCK_N: ml.constexpr, STAGES: ml.constexpr, SQUADS: ml.constexpr,
+                           CAUSAL: ml.constexpr,
+                           WINDOW: ml.constexpr, SOFTCAP: ml.constexpr, ALIBI: ml.constexpr,
+                           SCORE_MOD: ml.constexpr, MASK_MOD: ml.constexpr):
+        """Grid (cdiv(seq_q, 64 * SQUADS), batch * heads); 4 * SQUADS + 1 warps."""
+        start_m = ml.program_id(0)
+        bh = ml.program_id(1)
+        b = bh // heads
+        h = bh % heads
+        hk = h // group
+        shift = seq_k - seq_q
+        q_desc = ml.make_tensor_descriptor(Q + b * s_qb + h * s_qh, shape=[seq_q, HEAD_DIM],
+                                           strides=[s_qm, 1],
+                                           block_shape=[BLOCK_M, HEAD_DIM])
+        k_desc = ml.make_tensor_descriptor(K + b * s_kb + hk * s_kh, shape=[seq_k, HEAD_DIM],
+                                           strides=[s_kn, 1], block_shape=[BLOCK_N, HEAD_DIM])
+        v_desc = ml.make_tensor_descriptor(V + b * s_kb + hk * s_kh, shape=[seq_k, HEAD_DIM],
+                                           strides=[s_kn, 1], block_shape=[BLOCK_N, HEAD_DIM])
+        q_s = ph.alloc_shared((BLOCK_M, HEAD_DIM), q_desc.dtype, swizzle=64)
+        k_s = ph.alloc_shared((STAGES, BLOCK_N, HEAD_DIM), q_desc.dtype, swizzle=64)
+        v_s = ph.alloc_shared((STAGES, BLOCK_N, HEAD_DIM), q_desc.dtype, swizzle=64)
+        p_s = ph.alloc_shared((BLOCK_M, BLOCK_N), q_desc.dtype, swizzle=16)
+        q_bar = ph.alloc_barrier(arrive_warps=1)
+        full = ph.alloc_barriers(STAGES, arrive_warps=1)
+        empty = ph.alloc_barriers(STAGES, arrive_warps=4 * SQUADS)
+        ph.warp_specialize([
+            (consumer, (q_s, k_s, v_s, p_s, q_bar, full, empty, Out, Lse, Slopes, b, h, b,
+                        start_m, seq_q, seq_k, shift, left, right, sm_scale, softcap, s_ob,
+                        s_oh, s_om, s_lb, s_lh, s_ab, HEAD_DIM, BLOCK_M, BLOCK_N, STAGES,
+                        CAUSAL, WINDOW, SOFTCAP, ALIBI, SCORE_MOD, MASK_MOD, smod,
+                        mmod), 4 * SQUADS),
+            (producer, (q_desc, k_desc, v_desc, q_s, k_s, v_s, q_bar, full, empty, start_m,
+                        seq_k, shift, left, right, BLOCK_M, BLOCK_N, STAGES, CAUSAL, WINDOW),
+             1)])
+
+    return attn_fwd_ph_kernel
+
+
+# ---------------------------------------------------------------- host side
+kernel_for = functools.cache(build_kernel)   # compiled once per pair of mods
+
+
+def _aligned(x) -> bool:
+    """TME's rules for one [B, H, S, D] array: 4-byte aligned base and strides, rows of
+    at least 32 bytes with a contiguous inner dim."""
+    base = x.__array_interface__["data"][0]
+    return (base % 4 == 0 and all(s % 4 == 0 for s in x.strides[:3])
+            and x.strides[3] == x.itemsize and x.shape[3] * x.itemsize >= 32)
+
+
+def supports(a) -> bool:
+    """Whether the explicit kernel takes these checked arguments: the pinghu backend
+    (given or ``MUTILE_BACKEND``), fp16/bf16, head dim 64
+    or 128, dense batches (no cu_seqlens), no block mask, TME-aligned arrays. Every
+    other option (causal, window, softcap, alibi, score/mask mods, GQA) it supports."""
+    from mutile.runtime.jit import default_backend
+    if (a.backend or default_backend()) != "pinghu":
+        return False
+    return (a.q.dtype.itemsize == 2 and a.head_dim in (64, 128) and not a.varlen
+            and a.block_mask is None and all(_aligned(x) for x in (a.q, a.k, a.v)))
+
+
+def default_config(a) -> dict:
+    """The config :func:`run` launches (chosen by modelled time, docs/templates.md)."""
+    return dict(BLOCK_M=128, BLOCK_N=64, STAGES=2, SQUADS=1)
+
+
+def run(a, out, lse, config=None):
+    """Launch the explicit kernel on checked arguments ``a``, writing ``out`` and ``lse``."""
+    cfg = {**default_config(a), **(config or {})}
+    f = a.flags()
+    qb, qh, qm, _ = (s // a.q.itemsize for s in a.q.strides)
+    kb, kh, kn, _ = (s // a.k.itemsize for s in a.k.strides)
+    ob, oh, om, _ = (s // out.itemsize for s in out.strides)
+    lb, lh, _ = (s // 4 for s in lse.strides)
+    grid = (mutile.cdiv(a.seq_q, cfg["BLOCK_M"]), a.batch * a.heads)
+    kern = kernel_for(a.score_mod, a.mask_mod)
+    kern[grid](a.q, a.k, a.v, out, lse, a.slopes, a.seq_q, a.seq_k, a.heads,
+               a.heads // a.kv_heads, a.sm_scale, a.softcap, a.window[0], a.window[1],
+               qb, qh, qm, kb, kh, kn, ob, oh, om, lb, lh, a.slopes_batch_stride,
+               HEAD_DIM=a.head_dim, CAUSAL=f["CAUSAL"], WINDOW=f["WINDOW"],
+               SOFTCAP=f["SOFTCAP"], ALIBI=f["ALIBI"], SCORE_MOD=f["SCORE_MOD"],
+               MASK_MOD=f["MASK_MOD"], num_warps=4 * cfg["SQUADS"], backend="pinghu", **cfg)

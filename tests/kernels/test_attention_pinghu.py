@@ -1,0 +1,143 @@
+"""The explicit Pinghu FlashAttention forward (kernels/attention_pinghu.py): answers
+against float64 numpy, the dispatch of ``flash_attention`` on pinghu (explicit kernel or
+portable one), the causal block skipping, and llvm's portable answers on the same data."""
+import numpy as np
+import pytest
+
+import mutile
+from mutile.kernels import attention_pinghu as aph
+from mutile.kernels import block_mask as bmk
+from mutile.kernels.attention import flash_attention
+from mutile.kernels.attention_host import prepare
+
+from .attention_kit import (ATOL, BF16, F16, check, checkerboard, head_bias, poisoned_like,
+                           qkv)
+
+EXPLICIT = "attn_fwd_ph_kernel"
+
+
+def run(q, k, v, backend="pinghu", **kw):
+    """flash_attention into NaN-poisoned outputs; also the kernels it launched."""
+    out = poisoned_like(q)
+    with mutile.profile(sample=False) as prof:
+        o, lse = flash_attention(q, k, v, return_lse=True, out=out, backend=backend, **kw)
+    assert o is out
+    return o, lse, [r.kernel for r in prof.launches]
+
+
+@pytest.mark.parametrize("dtype", [F16, BF16], ids=str)
+@pytest.mark.parametrize("d", [64, 128])
+@pytest.mark.parametrize("causal", [False, True])
+def test_dense_ragged(rng, dtype, d, causal):
+    """Batch 2, 3 heads, seq_q != seq_k, neither a multiple of the blocks (boxes past
+    the sequence read TME's zeros; causal is aligned bottom-right)."""
+    q, k, v = qkv(rng, 2, 3, 3, 150, 93, d, dtype)
+    o, lse, kernels = run(q, k, v, causal=causal)
+    assert kernels == [EXPLICIT]
+    check(o, lse, q, k, v, causal=causal)
+
+
+def test_causal_more_queries_than_keys_leaves_rows_empty(rng):
+    q, k, v = qkv(rng, 1, 1, 1, 160, 20, 64, BF16)
+    o, lse, kernels = run(q, k, v, causal=True)
+    assert kernels == [EXPLICIT]
+    assert (o[:, :, :140] == 0).all() and np.isneginf(lse[:, :, :140]).all()
+    check(o, lse, q, k, v, causal=True)
+
+
+@pytest.mark.parametrize("opt", ["window", "window_causal", "alibi", "softcap", "gqa",
+                                 "sm_scale"])
+def test_builtin_options(rng, opt):
+    hk = 1 if opt == "gqa" else 2
+    q, k, v = qkv(rng, 1, 2, hk, 136, 200, 64, F16)
+    kw = {"window": dict(window=(70, 20)), "window_causal": dict(window=90, causal=True),
+          "alibi": dict(alibi_slopes=rng.uniform(0.1, 1, 2).astype(np.float32)),
+          "softcap": dict(softcap=0.5), "gqa": dict(causal=True),
+          "sm_scale": dict(sm_scale=0.3)}[opt]
+    extra = dict(enable_gqa=True) if opt == "gqa" else {}
+    o, lse, kernels = run(q, k, v, **kw, **extra)
+    assert kernels == [EXPLICIT]
+    check(o, lse, q, k, v, **kw)
+
+
+def test_user_score_and_mask_mod(rng):
+    q, k, v = qkv(rng, 2, 2, 2, 100, 130, 64, BF16)
+    o, lse, kernels = run(q, k, v, score_mod=head_bias, mask_mod=checkerboard)
+    assert kernels == [EXPLICIT]
+    check(o, lse, q, k, v, score_fn=lambda s, b, h, i, j: s + (h * 2 - b) * 0.25,
+          mask_fn=lambda b, h, i, j: ((i // 8 + j // 8 + h) % 2 == 0) | (i == j))
+
+
+def test_standard_score_mod(rng):
+    q, k, v = qkv(rng, 1, 2, 2, 128, 128, 64, F16)
+    o, lse, kernels = run(q, k, v, score_mod=bmk.relative_position_bias(0.05), causal=True)
+    assert kernels == [EXPLICIT]
+    check(o, lse, q, k, v, causal=True, score_fn=lambda s, b, h, i, j: s + 0.05 * (i - j))
+
+
+def _misaligned(x):
+    """A C-contiguous copy of ``x`` whose base address is 2 bytes past a 4-byte one."""
+    buf = np.empty(x.nbytes + 8, np.uint8)
+    off = (-buf.ctypes.data) % 4 + 2
+    y = buf[off:off + x.nbytes].view(x.dtype).reshape(x.shape)
+    y[...] = x
+    return y
+
+
+@pytest.mark.parametrize("case", ["head_dim_32", "varlen", "block_mask", "misaligned"])
+def test_other_arguments_take_the_portable_kernel(rng, case):
+    d = 32 if case == "head_dim_32" else 64
+    q, k, v = qkv(rng, 1, 2, 2, 64, 64, d, F16)
+    kw = {"varlen": dict(cu_seqlens_q=np.array([0, 30, 64]), cu_seqlens_k=np.array([0, 20, 64])),
+          "block_mask": dict(block_mask=bmk.create_block_mask(bmk.causal_mask, None, None,
+                                                               64, 64, BLOCK_SIZE=32,
+                                                               backend="pinghu"))
+          }.get(case, {})
+    if case == "misaligned":
+        k = _misaligned(k)
+        assert k.ctypes.data % 4 == 2
+    assert not aph.supports(prepare(q, k, v, backend="pinghu", **kw))
+    o, lse, kernels = run(q, k, v, **kw)
+    assert kernels[-1] == "flash_fwd_kernel"
+    ref = {"varlen": dict(cu_seqlens_q=kw.get("cu_seqlens_q"),
+                          cu_seqlens_k=kw.get("cu_seqlens_k")),
+           "block_mask": dict(causal=True)}.get(case, {})
+    check(o, lse, q, k, v, **ref)
+
+
+def test_supports_only_pinghu(rng):
+    q, k, v = qkv(rng, 1, 1, 1, 64, 64, 64, F16)
+    assert aph.supports(prepare(q, k, v, backend="pinghu"))
+    assert not aph.supports(prepare(q, k, v, backend="llvm"))
+
+
+def test_explicit_kernel_issues_tme_and_sqmma_and_skips_masked_blocks(rng):
+    """Causal (seq 256, blocks of 128 x 64): the query blocks see 2 and 4 key blocks
+    instead of 4 and 4, so the modelled MMA flops are 6/8 of the non-causal ones; the
+    ISA has TME copies and SQMMAs."""
+    q, k, v = qkv(rng, 1, 1, 1, 256, 256, 128, BF16)
+    flops = {}
+    for causal in (False, True):
+        with mutile.profile(sample=False) as prof:
+            flash_attention(q, k, v, causal=causal, backend="pinghu")
+        rec, = prof.launches
+        assert rec.kernel == EXPLICIT
+        text = "\n".join(row.text for row in rec.by_pc)
+        assert "TME.LD.TILE.2D" in text and "SQMMA.M128N64K64.F32.BF16.BF16" in text
+        flops[causal] = rec.flops
+    cfg = aph.default_config(None)
+    assert (cfg["BLOCK_M"], cfg["BLOCK_N"]) == (128, 64)
+    assert flops[False] == 2 * 4 * 2 * (2 * 128 * 64 * 128)
+    assert flops[True] == flops[False] * 6 / 8
+
+
+def test_llvm_gives_the_same_answers_through_the_portable_kernel(rng):
+    q, k, v = qkv(rng, 1, 2, 2, 100, 77, 64, BF16)
+    ph_o, ph_lse, kernels = run(q, k, v, causal=True)
+    assert kernels == [EXPLICIT]
+    cpu_o, cpu_lse = flash_attention(q, k, v, causal=True, return_lse=True, backend="llvm",
+                                     out=poisoned_like(q))
+    check(cpu_o, cpu_lse, q, k, v, causal=True)
+    np.testing.assert_allclose(cpu_o.astype(np.float64), ph_o.astype(np.float64),
+                               atol=ATOL[BF16], rtol=ATOL[BF16])
+    np.testing.assert_allclose(cpu_lse, ph_lse, atol=1e-4, rtol=1e-4)
