@@ -15,9 +15,10 @@ import numpy as np
 import mutile
 import mutile.language as ml
 
-from .attention import (LOG2E, kv_bounds, no_mask_mod, no_score_mod, pick_blocks, raw_scores,
-                        seq_info, sparse_list, visible)
+from .attention import pick_blocks, sparse_list
 from .attention_host import bm_strides, prepare
+from .attention_parts import (LOG2E, kv_bounds, no_mask_mod, no_score_mod, raw_scores, seq_info,
+                              visible)
 from .block_mask import score_mod_grad as registered_grad
 
 

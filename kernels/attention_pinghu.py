@@ -32,7 +32,7 @@ import mutile
 import mutile.language as ml
 import mutile.language.pinghu as ph
 
-from .attention import LOG2E, kv_bounds, no_mask_mod, no_score_mod, visible
+from .attention_parts import LOG2E, kv_bounds, no_mask_mod, no_score_mod, visible
 
 SQUAD_ROWS = 64                   # query rows per consumer WarpSquad (SQMMA M 64)
 

@@ -7,8 +7,7 @@ import mutile
 from mutile.kernels import block_mask as bmk
 from mutile.kernels.attention import flash_attention
 
-from .attention_kit import F16, poisoned_like, qkv
-from .test_attention import check
+from .attention_kit import F16, check, poisoned_like, qkv
 
 
 def numpy_classes(mask_fn, Q, K, bq, bk):
