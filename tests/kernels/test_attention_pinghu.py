@@ -37,6 +37,16 @@ def test_dense_ragged(rng, dtype, d, causal):
     check(o, lse, q, k, v, causal=causal)
 
 
+def test_causal_long_sequence_two_heads(rng):
+    """Seq 1024 causal on 2 heads: the last query blocks of both heads loop longest, alone,
+    with their loop state in spill slots (this once looped forever: the interpreter lost
+    spill stores of warps selected far apart)."""
+    q, k, v = qkv(rng, 1, 2, 2, 1024, 1024, 64, F16)
+    o, lse, kernels = run(q, k, v, causal=True)
+    assert kernels == [EXPLICIT]
+    check(o, lse, q, k, v, causal=True)
+
+
 def test_causal_more_queries_than_keys_leaves_rows_empty(rng):
     q, k, v = qkv(rng, 1, 1, 1, 160, 20, 64, BF16)
     o, lse, kernels = run(q, k, v, causal=True)

@@ -444,13 +444,14 @@ def _store(ins):
         def run_const(st, sel):
             if m.offset + nbytes > st.local_mem.size:
                 return checked(st, sel)
-            dst, v = st.local_mem.table[rows, sel.threads], words(st, sel.threads)[0]
-            if sel.mask is None:
-                dst[...] = v
-            elif sel.is_slice:
-                np.copyto(dst, v, where=sel.mask)
+            table, v = st.local_mem.table, words(st, sel.threads)[0]
+            if not sel.is_slice:        # an index array: table[rows, threads] is a copy
+                table[rows, sel.threads] = v if sel.mask is None else \
+                    np.where(sel.mask, v, table[rows, sel.threads])
+            elif sel.mask is None:
+                table[rows, sel.threads] = v
             else:
-                st.local_mem.table[rows, sel.threads] = np.where(sel.mask, v, dst)
+                np.copyto(table[rows, sel.threads], v, where=sel.mask)
         return run_const
 
     def run(st, sel):

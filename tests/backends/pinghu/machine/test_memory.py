@@ -316,6 +316,27 @@ def test_spill_slots_match_the_checked_paths(t, rng, monkeypatch):
     assert_bits_equal(results[0], results[1], f"spill {t}")
 
 
+def test_spill_stores_of_warps_far_apart_land():
+    """Warps selected as an index array (2 warps of 10 one-warp blocks at one pc) store
+    to a spill slot in place: a loop counter kept in local memory counts to its limit
+    (a store into a copy of the local table made this loop run forever)."""
+    body = ["        S2R R250, SR_TID.X", "        S2R R251, SR_CTAID.X",
+            "        ALU.IMAD.S32 R250, R251, 32, R250", "        ALU.IREM.S32 R252, R251, 9",
+            "        ALU.ISETP.EQ.S32 P0, R252, 0", "        @!P0 BRA L_out",
+            "        ALU.MOV.IMM R10, 0", "        LSU.ST.LOCAL.B32 [0x10], R10", "L_loop:",
+            "        LSU.LD.LOCAL.B32 R11, [0x10]", "        ALU.IADD.S32 R11, R11, 1",
+            "        LSU.ST.LOCAL.B32 [0x10], R11", "        ALU.ISETP.LT.S32 P1, R11, 5",
+            "        @P1 BRA L_loop", "L_out:", "        LSU.LD.LOCAL.B32 R12, [0x10]",
+            "        ALU.IMAD.WIDE.S32 R[216:218], R250, 4, c[0x0]",
+            "        LSU.ST.GLOBAL.B32 [R[216:218]], R12", "        EXIT"]
+    text = header([("Y", "ptr")], threads=32, local=32) + "\n".join(body) + "\n"
+    y = np.full(10 * 32, 0xDEAD, np.uint32)
+    run(text, [y], (10, 1, 1))
+    want = np.zeros((10, 32), np.uint32)
+    want[[0, 9]] = 5
+    assert_bits_equal(y, want.ravel(), "spill counter")
+
+
 def test_shared_address_facts_follow_register_writes(rng, monkeypatch):
     """Loads that share base registers reuse what was found about them (every block has
     the same addresses) only while the registers are unchanged: a write to them in one
