@@ -210,24 +210,68 @@ def supports(a) -> bool:
             and a.block_mask is None and all(_aligned(x) for x in (a.q, a.k, a.v)))
 
 
-def default_config(a) -> dict:
-    """The config :func:`run` launches (chosen by modelled time, docs/templates.md)."""
-    return dict(BLOCK_M=128, BLOCK_N=64, STAGES=2, SQUADS=1)
+def _space() -> list:
+    """The tuned configs: 128 query rows on one squad with 64- or 32-key blocks, two or
+    three stages, or 256 rows on two squads (docs/templates.md compares them)."""
+    return [mutile.Config(dict(BLOCK_M=bm, BLOCK_N=bn, STAGES=stages, SQUADS=squads),
+                          num_warps=4 * squads)
+            for bm, bn, stages, squads in ((128, 64, 2, 1), (128, 64, 3, 1), (128, 32, 2, 1),
+                                           (256, 64, 2, 2))]
+
+
+def shared_bytes(kw: dict, head_dim: int) -> int:
+    """Shared memory of one config at 2-byte elements: Q, the K/V ring and P."""
+    bm, bn = kw["BLOCK_M"], kw["BLOCK_N"]
+    return 2 * (bm * head_dim + 2 * kw["STAGES"] * bn * head_dim + bm * bn)
+
+
+def prune(configs, nargs, **kwargs):
+    """Configs that fit shared memory and whose blocks the sequences need (256 query rows
+    only past 128 queries, 64-key blocks only past 32 keys)."""
+    d = kwargs["HEAD_DIM"]
+    keep = [c for c in configs if shared_bytes(c.kwargs, d) <= SHARED_LIMIT
+            and c.kwargs["BLOCK_M"] <= max(128, mutile.next_power_of_2(nargs["seq_q"]))
+            and c.kwargs["BLOCK_N"] <= max(32, mutile.next_power_of_2(nargs["seq_k"]))]
+    return keep or list(configs)[:1]
+
+
+SHARED_LIMIT = 192 * 1024
+KEY = ["seq_q", "seq_k", "heads", "group", "HEAD_DIM", "CAUSAL", "WINDOW", "SOFTCAP", "ALIBI",
+       "SCORE_MOD", "MASK_MOD"]
+
+
+@functools.cache
+def tuner_for(score_mod, mask_mod):
+    """The autotuned explicit kernel of a pair of mods (modelled time on pinghu)."""
+    return mutile.autotune(configs=_space(), key=KEY,
+                           prune_configs_by={"early_config_prune": prune})(
+        kernel_for(score_mod, mask_mod))
 
 
 def run(a, out, lse, config=None):
-    """Launch the explicit kernel on checked arguments ``a``, writing ``out`` and ``lse``."""
-    cfg = {**default_config(a), **(config or {})}
+    """Launch the explicit kernel on checked arguments ``a``, writing ``out`` and ``lse``:
+    with ``config`` (a dict of BLOCK_M, BLOCK_N, STAGES, SQUADS) that config, else the
+    autotuner's choice for this shape (:func:`tuner_for`)."""
     f = a.flags()
     qb, qh, qm, _ = (s // a.q.itemsize for s in a.q.strides)
     kb, kh, kn, _ = (s // a.k.itemsize for s in a.k.strides)
     ob, oh, om, _ = (s // out.itemsize for s in out.strides)
     lb, lh, _ = (s // 4 for s in lse.strides)
-    grid = (mutile.cdiv(a.seq_q, cfg["BLOCK_M"]), a.batch * a.heads)
-    kern = kernel_for(a.score_mod, a.mask_mod)
-    kern[grid](a.q, a.k, a.v, out, lse, a.slopes, a.seq_q, a.seq_k, a.heads,
-               a.heads // a.kv_heads, a.sm_scale, a.softcap, a.window[0], a.window[1],
-               qb, qh, qm, kb, kh, kn, ob, oh, om, lb, lh, a.slopes_batch_stride,
-               HEAD_DIM=a.head_dim, CAUSAL=f["CAUSAL"], WINDOW=f["WINDOW"],
-               SOFTCAP=f["SOFTCAP"], ALIBI=f["ALIBI"], SCORE_MOD=f["SCORE_MOD"],
-               MASK_MOD=f["MASK_MOD"], num_warps=4 * cfg["SQUADS"], backend="pinghu", **cfg)
+    args = (a.q, a.k, a.v, out, lse, a.slopes, a.seq_q, a.seq_k, a.heads,
+            a.heads // a.kv_heads, a.sm_scale, a.softcap, a.window[0], a.window[1],
+            qb, qh, qm, kb, kh, kn, ob, oh, om, lb, lh, a.slopes_batch_stride)
+    kw = dict(HEAD_DIM=a.head_dim, CAUSAL=f["CAUSAL"], WINDOW=f["WINDOW"], SOFTCAP=f["SOFTCAP"],
+              ALIBI=f["ALIBI"], SCORE_MOD=f["SCORE_MOD"], MASK_MOD=f["MASK_MOD"],
+              backend="pinghu")
+
+    def grid(meta):
+        return (mutile.cdiv(a.seq_q, meta["BLOCK_M"]), a.batch * a.heads)
+    if config is None:
+        tuner_for(a.score_mod, a.mask_mod)[grid](*args, **kw)
+        return
+    unknown = set(config) - {"BLOCK_M", "BLOCK_N", "STAGES", "SQUADS"}
+    if unknown or len(config) != 4:
+        raise ValueError(f"config must give BLOCK_M, BLOCK_N, STAGES and SQUADS, got "
+                         f"{sorted(config)}")
+    kernel_for(a.score_mod, a.mask_mod)[grid(config)](*args, **kw, **config,
+                                                      num_warps=4 * config["SQUADS"])

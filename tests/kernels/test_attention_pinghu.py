@@ -13,16 +13,18 @@ from mutile.kernels.attention_host import prepare
 from .attention_kit import (ATOL, BF16, F16, check, checkerboard, head_bias, poisoned_like,
                            qkv)
 
+CFG = dict(BLOCK_M=128, BLOCK_N=64, STAGES=2, SQUADS=1)
 EXPLICIT = "attn_fwd_ph_kernel"
 
 
 def run(q, k, v, backend="pinghu", **kw):
-    """flash_attention into NaN-poisoned outputs; also the kernels it launched."""
+    """flash_attention into NaN-poisoned outputs; also the kernels it launched (each
+    once: the tuner's trial runs launch the same kernel)."""
     out = poisoned_like(q)
     with mutile.profile(sample=False) as prof:
         o, lse = flash_attention(q, k, v, return_lse=True, out=out, backend=backend, **kw)
     assert o is out
-    return o, lse, [r.kernel for r in prof.launches]
+    return o, lse, sorted({r.kernel for r in prof.launches})
 
 
 @pytest.mark.parametrize("dtype", [F16, BF16], ids=str)
@@ -128,17 +130,46 @@ def test_explicit_kernel_issues_tme_and_sqmma_and_skips_masked_blocks(rng):
     q, k, v = qkv(rng, 1, 1, 1, 256, 256, 128, BF16)
     flops = {}
     for causal in (False, True):
+        out, lse = poisoned_like(q), np.full(q.shape[:3], np.nan, np.float32)
         with mutile.profile(sample=False) as prof:
-            flash_attention(q, k, v, causal=causal, backend="pinghu")
+            aph.run(prepare(q, k, v, causal=causal, backend="pinghu"), out, lse, config=CFG)
         rec, = prof.launches
         assert rec.kernel == EXPLICIT
         text = "\n".join(row.text for row in rec.by_pc)
         assert "TME.LD.TILE.2D" in text and "SQMMA.M128N64K64.F32.BF16.BF16" in text
         flops[causal] = rec.flops
-    cfg = aph.default_config(None)
-    assert (cfg["BLOCK_M"], cfg["BLOCK_N"]) == (128, 64)
+        check(out, lse, q, k, v, causal=causal)
     assert flops[False] == 2 * 4 * 2 * (2 * 128 * 64 * 128)
     assert flops[True] == flops[False] * 6 / 8
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_tuned_choice_is_the_cycle_models_fastest(rng, causal):
+    """flash_attention on pinghu launches the tuner's config: every candidate's recorded
+    time is its modelled time (do_bench of that config alone), the winner the least, and
+    the output the float64 reference's."""
+    q, k, v = qkv(rng, 1, 2, 2, 200, 200, 64, F16)
+    out = poisoned_like(q)
+    o, lse = flash_attention(q, k, v, causal=causal, return_lse=True, out=out,
+                             backend="pinghu")
+    check(o, lse, q, k, v, causal=causal)
+    tuner = aph.tuner_for(None, None)
+    d = tuner.tuning_log[-1]
+    assert tuner.best_config is d.winner and len(d.timings) == 4   # the space, unpruned
+    (win,) = [i for i, cfg in d.configs.items() if cfg is d.winner]
+    assert d.timings[win][0] == min(t[0] for t in d.timings.values())
+    a = prepare(q, k, v, causal=causal, backend="pinghu")
+    scratch = np.empty(q.shape[:3], np.float32)
+    for ident, cfg in d.configs.items():
+        ms = mutile.testing.do_bench(lambda: aph.run(a, out, scratch, config=cfg.kwargs))
+        assert ms == pytest.approx(d.timings[ident][0], rel=1e-9)
+
+
+def test_a_config_names_all_four_blocks(rng):
+    q, k, v = qkv(rng, 1, 1, 1, 64, 64, 64, F16)
+    a = prepare(q, k, v, backend="pinghu")
+    with pytest.raises(ValueError, match="BLOCK_M, BLOCK_N, STAGES and SQUADS"):
+        aph.run(a, np.empty_like(q), np.empty((1, 1, 64), np.float32), config=dict(BLOCK_M=128))
 
 
 def test_llvm_gives_the_same_answers_through_the_portable_kernel(rng):
