@@ -30,7 +30,7 @@ import mutile.language as ml
 
 import mutile.language.pinghu as ph
 
-from .gemm_common import _cores, tile_coords
+from .gemm_common import _cores, prune_for_shape, tile_coords
 from .gemm_pinghu import producer, program_steps
 
 E4M3_MAX = 448.0
@@ -200,9 +200,47 @@ def quantize_weight_128x128(w, backend=None, **launch):
     return _quantize(w, False, backend, launch)
 
 
+def _ws_space() -> list:
+    """The explicit kernel's tuned configs: 128x128 tiles on 16 consumer warps or 128x64
+    on 8, two or three stages, and the 128x128 one persistent."""
+    out = [mutile.Config(dict(BM=128, BN=bn, GROUP_M=8, STAGES=stages, NUM_WARPS=w,
+                              PERSISTENT=0), num_warps=w)
+           for bn, w in ((128, 16), (64, 8)) for stages in (2, 3)]
+    out.append(mutile.Config(dict(BM=128, BN=128, GROUP_M=8, STAGES=2, NUM_WARPS=16,
+                                  PERSISTENT=1), num_warps=16))
+    return out
+
+
+def _portable_space() -> list:
+    """The portable kernel's tuned configs (tiles; 8 warps, 2 stages)."""
+    return [mutile.Config(dict(BLOCK_M=bm, BLOCK_N=bn, GROUP_M=8, PERSISTENT=0), num_warps=8,
+                          num_stages=2) for bm, bn in ((64, 64), (64, 128), (128, 64),
+                                                       (128, 128))]
+
+
+def _prune(configs, nargs, **kwargs):
+    """Tiles the output needs, persistence only with more tiles than MPs."""
+    named = [mutile.Config({**c.kwargs, "BLOCK_M": c.kwargs.get("BM", c.kwargs.get("BLOCK_M")),
+                            "BLOCK_N": c.kwargs.get("BN", c.kwargs.get("BLOCK_N"))})
+             for c in configs]
+    keep = {id(n) for n in prune_for_shape(named, {"M": nargs["M"], "N": nargs["N"]},
+                                           **kwargs)}
+    return [c for c, n in zip(configs, named) if id(n) in keep]
+
+
+TUNE_KEY = ["M", "N", "K"]
+ws_tuned = mutile.autotune(configs=_ws_space(), key=TUNE_KEY,
+                           prune_configs_by={"early_config_prune": _prune})(
+    fp8_blockwise_ws_kernel)
+portable_tuned = mutile.autotune(configs=_portable_space(), key=TUNE_KEY,
+                                 prune_configs_by={"early_config_prune": _prune})(
+    fp8_blockwise_kernel)
+_FIXED = dict(block_m=128, block_n=128, persistent=0, num_stages=2)
+
+
 def fp8_gemm_blockwise(a, a_scale, b, b_scale, out_dtype=None, out=None, backend=None,
-                       block_m=128, block_n=128, group_m=8, persistent=0, num_warps=None,
-                       num_stages=2, explicit=None, **launch):
+                       block_m=None, block_n=None, group_m=8, persistent=None,
+                       num_warps=None, num_stages=None, explicit=None, **launch):
     """``out = (a * a_scale) @ (b * b_scale).T`` with DeepSeek-V3's block scales: ``a``
     [M, K] e4m3 with ``a_scale`` [M, ceil(K/128)] (1x128 blocks), ``b`` [N, K] e4m3 (the
     weight layout) with ``b_scale`` [ceil(N/128), ceil(K/128)] (128x128 blocks); f32
@@ -212,7 +250,9 @@ def fp8_gemm_blockwise(a, a_scale, b, b_scale, out_dtype=None, out=None, backend
     on pinghu when the rows are 4-byte aligned): the warp-specialized ``ph`` kernel
     instead of the portable one (``block_n`` <= 128 then: one weight scale per tile and K
     block). ``num_warps`` defaults to 16 (explicit: the accumulator, the partial and the
-    scales stay in registers without spilling) or 8."""
+    scales stay in registers without spilling) or 8. With none of ``block_m``,
+    ``block_n``, ``persistent``, ``num_warps``, ``num_stages`` given, the config is the
+    autotuner's (``ws_tuned`` / ``portable_tuned``, keyed on M, N, K)."""
     import ml_dtypes
     a, b = np.asarray(a), np.asarray(b)
     a_scale, b_scale = np.asarray(a_scale), np.asarray(b_scale)
@@ -233,6 +273,11 @@ def fp8_gemm_blockwise(a, a_scale, b, b_scale, out_dtype=None, out=None, backend
             raise ValueError(f"fp8_gemm_blockwise: {name} must have shape {want}, got {s.shape}")
         if s.dtype != np.float32:
             raise TypeError(f"fp8_gemm_blockwise: {name} must be float32, got {s.dtype}")
+    given = dict(block_m=block_m, block_n=block_n, persistent=persistent,
+                 num_stages=num_stages)
+    tune = all(v is None for v in given.values()) and num_warps is None
+    block_m, block_n, persistent, num_stages = (_FIXED[k] if v is None else v
+                                                for k, v in given.items())
     if not (QBLOCK % block_n == 0 or block_n % QBLOCK == 0):
         raise ValueError(f"fp8_gemm_blockwise: block_n {block_n} must divide 128 or be a "
                          "multiple of it")
@@ -262,8 +307,17 @@ def fp8_gemm_blockwise(a, a_scale, b, b_scale, out_dtype=None, out=None, backend
     if explicit and not (backend == "pinghu" and aligned and block_n <= QBLOCK):
         raise ValueError("fp8_gemm_blockwise: explicit=True needs backend='pinghu', K a "
                          "multiple of 4 (TME's 4-byte aligned rows) and block_n <= 128")
-    num_warps = num_warps or (16 if explicit else 8)
     args = (a, a_scale, b, b_scale, out, M, N, K, K, K, kb, kb, *so)
+    if tune:
+        def tuned_grid(meta):
+            bm, bn = meta.get("BM", meta.get("BLOCK_M")), meta.get("BN", meta.get("BLOCK_N"))
+            n_tiles = mutile.cdiv(M, bm) * mutile.cdiv(N, bn)
+            per = meta["PERSISTENT"]
+            return (min(n_tiles, per * _cores(backend, launch)) if per else n_tiles,)
+        (ws_tuned if explicit else portable_tuned)[tuned_grid](*args, backend=backend,
+                                                               **launch)
+        return out
+    num_warps = num_warps or (16 if explicit else 8)
     if explicit:
         fp8_blockwise_ws_kernel[grid](*args, BM=block_m, BN=block_n, GROUP_M=group_m,
                                       STAGES=num_stages, NUM_WARPS=num_warps,

@@ -116,6 +116,35 @@ def test_blockwise_gemm_bf16_out_and_quantizer_round_trip(rng, backend):
     assert (err <= 2.0 ** -8 * np.abs(exact) + 1e-5 * np.abs(exact).max()).all()
 
 
+@pytest.mark.parametrize("where", ["pinghu", "llvm"])
+def test_tuned_choice_is_the_fastest_measured(where, rng):
+    """With no tile arguments the GEMM launches the autotuner's config: on pinghu the
+    explicit kernel's tuner, whose recorded times are each config's modelled time
+    (do_bench of that config alone) and whose winner has the least; on llvm the portable
+    kernel's tuner (wall times: the winner is the least recorded)."""
+    import mutile
+    m, n, k = 200, 256, 256
+    x, w, qa, sa, qw, sw = blockwise_inputs(rng, m, n, k)
+    out = poison((m, n), np.float32)
+    F.fp8_gemm_blockwise(qa, sa, qw, sw, out=out, backend=where)
+    exact = deq(qa, sa, 1, 128) @ deq(qw, sw, 128, 128).T
+    ref_err = np.abs(F.reference_blockwise(qa, sa, qw, sw) - exact).max()
+    assert np.abs(out - exact).max() <= ref_err * 1.25 + 1e-6 * np.abs(exact).max()
+    tuner = F.ws_tuned if where == "pinghu" else F.portable_tuned
+    d = tuner.tuning_log[-1]
+    assert tuner.best_config is d.winner and len(d.timings) >= 2
+    (win,) = [i for i, cfg in d.configs.items() if cfg is d.winner]
+    assert d.timings[win][0] == min(t[0] for t in d.timings.values())
+    if where != "pinghu":
+        return
+    for ident, cfg in d.configs.items():
+        kw = cfg.kwargs
+        ms = mutile.testing.do_bench(lambda: F.fp8_gemm_blockwise(
+            qa, sa, qw, sw, out=out, backend="pinghu", block_m=kw["BM"], block_n=kw["BN"],
+            num_stages=kw["STAGES"], num_warps=kw["NUM_WARPS"], persistent=kw["PERSISTENT"]))
+        assert ms == pytest.approx(d.timings[ident][0], rel=1e-9)
+
+
 def test_bad_inputs():
     qa = np.zeros((4, 200), E4M3)
     sa = np.ones((4, 2), np.float32)
