@@ -4,12 +4,17 @@ from __future__ import annotations
 import time
 
 
-def profiled(fn) -> tuple:
+def profiled(fn, warm: bool = False) -> tuple:
     """(the model table's dict, peak TFLOP/s at the launches' dtype) of one run of ``fn``
     under ``mutile.profile(sample="wave")`` (large grids: two waves simulated, the rest
     estimated, so not every output is computed). Its wall time stands for both the plain
-    and the profiled interpreter time."""
+    and the profiled interpreter time. With ``warm``, ``fn`` first runs once under a
+    sampled session of its own, so that an autotuner decides then: its trial launches
+    are not counted in the measured run."""
     from .profiler import profile
+    if warm:
+        with profile(sample="wave"):
+            fn()
     t = time.perf_counter()
     with profile(sample="wave") as prof:
         fn()
