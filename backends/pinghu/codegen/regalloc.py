@@ -18,7 +18,10 @@ from dataclasses import dataclass
 from mutile.errors import CompilationError
 
 from .values import VP, VR, VIns, VMem
+from .coalesce import coalesce
+from .fold_broadcast import fold_broadcasts
 from .hoist import hoist
+from .inplace import in_place
 from ..isa import BY_MNEMONIC
 from ..isa.operands import RZ, Comment, IntImm, Label, Mem, Pred, PredRun, Reg, Run, Target
 from ..isa.program import Instruction, Param, Program
@@ -26,6 +29,7 @@ from ..isa.program import Instruction, Param, Program
 BUDGET = 255          # R0 .. R254
 PRED_BUDGET = 255     # P0 .. P254
 SCRATCH = 32          # registers reserved for spilled operands when anything spills
+TILE = 16             # when spilling, blocks this large are placed from the top down
 
 
 class PredicatePressure(CompilationError):
@@ -51,6 +55,7 @@ class Allocation:
     local_bytes: int
     regs_used: int
     budget: int = BUDGET
+    traffic: int = 0      # the spilled blocks' weights (:func:`spill_weights`)
 
 
 def _mentions(ins: VIns):
@@ -98,6 +103,7 @@ def spill_weights(code: list[VIns]) -> dict:
     """VReg -> the local-memory traffic spilling it would cost: its registers times its
     mentions, a mention inside ``d`` nested loops counting ``8 ** d``."""
     weight: dict = {}
+    asynchronous = set()
     depth = 0
     for ins in code:
         if ins.loop is not None:
@@ -106,18 +112,23 @@ def spill_weights(code: list[VIns]) -> dict:
         for v in _mentions(ins):
             weight[v] = weight.get(v, 0) + v.nregs * 8 ** depth
         if ins.row is not None and ins.row.family == "SQMMA":
-            weight[ins.operands[0].v] = ASYNC_WEIGHT    # written asynchronously: never spill
+            asynchronous.add(ins.operands[0].v)
+    for v in asynchronous:              # written asynchronously: never spill
+        weight[v] = ASYNC_WEIGHT
     return weight
 
 
 ASYNC_WEIGHT = 1 << 60
 
 
-def _allocate(iv: dict, kind: str, budget: int, can_spill: bool, weight=None):
+def _allocate(iv: dict, kind: str, budget: int, can_spill: bool, weight=None, reuse=None,
+              tile: int = BUDGET + 1):
     """Linear scan. When a block does not fit, spill the cheapest blocks (by ``weight``)
     among the live ones and itself until it fits (a block is spilled for its whole life;
     registers it held earlier simply stay unused); without ``can_spill``, raise
-    :class:`_Full` naming the block."""
+    :class:`_Full` naming the block. Blocks of ``tile`` registers or more are placed from the
+    top down (apart from long-lived scalars at the bottom). A block takes the registers of a source in
+    ``reuse`` (:func:`.inplace.in_place`) that dies where it is defined."""
     order = sorted((v for v in iv if v.kind == kind), key=lambda v: (iv[v][0], v.id))
     free = [True] * budget
     active: list = []
@@ -141,7 +152,9 @@ def _allocate(iv: dict, kind: str, budget: int, can_spill: bool, weight=None):
             else:
                 keep.append(a)
         active = keep
-        slot = _first_fit(free, v.nregs, max(v.align, 1))
+        slot = _in_place(v, iv, where, active, free, reuse)
+        if slot is None:
+            slot = _first_fit(free, v.nregs, max(v.align, 1), v.nregs >= tile)
         if slot is None:
             if not can_spill:
                 raise _Full(v)
@@ -171,13 +184,26 @@ def _allocate(iv: dict, kind: str, budget: int, can_spill: bool, weight=None):
     return where, spilled, local, top
 
 
-def _first_fit(free: list, n: int, align: int):
-    i = 0
+def _in_place(v, iv: dict, where: dict, active: list, free: list, reuse):
+    """The slot of a source of ``v`` that dies at ``v``'s definition, freed, or None."""
+    start = iv[v][0]
+    for a in (reuse or {}).get(v, ()):
+        if a in where and a in active and iv[a][1] == start and \
+                where[a] % max(v.align, 1) == 0:
+            active.remove(a)
+            free[where[a]:where[a] + a.nregs] = [True] * a.nregs
+            return where[a]
+    return None
+
+
+def _first_fit(free: list, n: int, align: int, top_down: bool = False):
     limit = len(free) - n
-    while i <= limit:
+    if limit < 0:
+        return None
+    starts = range(limit - limit % align, -1, -align) if top_down else range(0, limit + 1, align)
+    for i in starts:
         if all(free[i:i + n]):
             return i
-        i += align
     return None
 
 
@@ -221,23 +247,28 @@ def allocate(code: list[VIns], loc=None, pinned=(), budget: int = BUDGET) -> All
         raise CompilationError(f"pinghu codegen: a register budget of {budget} is outside "
                                f"{SCRATCH + 8} .. {BUDGET}", loc)
     iv = intervals(code, pinned)
+    reuse = in_place(code)
     try:
         preds = _allocate(iv, "P", PRED_BUDGET, False)
     except _Full as e:
         raise _pred_pressure(code, iv, e.v, loc) from None
     try:
-        where, _, _, top = _allocate(iv, "R", budget, False)
+        where, _, _, top = _allocate(iv, "R", budget, False, reuse=reuse)
         return Allocation(where, {}, preds[0], 0, 0, top, budget)
     except _Full:
         pass
     base = (budget - SCRATCH) & ~3          # the scratch area starts quad-aligned
     weights = spill_weights(code)
-    where, spilled, local, top = _allocate(iv, "R", base, True, weights)
+    for tile in (BUDGET + 1, TILE):         # tiles from the top when the first way fails
+        where, spilled, local, top = _allocate(iv, "R", base, True, weights, reuse, tile)
+        if not any(weights.get(v) == ASYNC_WEIGHT for v in spilled):
+            break
     if any(weights.get(v) == ASYNC_WEIGHT for v in spilled):
         raise CompilationError(f"pinghu codegen: an SQMMA accumulator does not fit the "
                                f"{budget} registers per thread (use smaller tiles or more "
                                f"warps)", loc)
-    return Allocation(where, spilled, preds[0], base, local, budget, budget)
+    return Allocation(where, spilled, preds[0], base, local, budget, budget,
+                      sum(weights[v] for v in spilled))
 
 
 def _pred_pressure(code: list[VIns], iv: dict, v, loc) -> PredicatePressure:
@@ -437,13 +468,7 @@ def _emit(ins: VIns, a: Allocation, scratch: dict) -> Instruction:
 def build_program(name: str, params: list[Param], code: list[VIns], threads: int,
                   shared: int, loc=None, pinned=(), budget: int = BUDGET) -> Program:
     """Allocate registers, resolve labels, annotate source lines; the finished program."""
-    plain = dead_code(code)
-    code = dead_code(hoist(plain))
-    a = allocate(code, loc, pinned, budget)
-    if a.spilled:       # hoisted values stay live across their loop: keep it only if free
-        b = allocate(plain, loc, pinned, budget)
-        if b.local_bytes < a.local_bytes:
-            code, a = plain, b
+    code, a = _choose(code, loc, pinned, budget)
     out: list[Instruction] = []
     pending: list = []
     targets: dict[str, int] = {}
@@ -478,6 +503,40 @@ def build_program(name: str, params: list[Param], code: list[VIns], threads: int
     prog = Program(name, tuple(params), threads, max(used, 1), shared, a.local_bytes, out,
                    epilogue=epilogue)
     return prog
+
+
+def _variants(code: list[VIns], pinned):
+    """The code to allocate, best first: hoisted (:mod:`.hoist`) or not, carriers
+    coalesced (:mod:`.coalesce`) or not, broadcast moves folded (:mod:`.fold_broadcast`)."""
+    plain = fold_broadcasts(dead_code(code))
+    hoisted = dead_code(hoist(plain))
+    yield coalesce(hoisted, pinned)
+    yield hoisted
+    yield coalesce(plain, pinned)
+    yield plain
+
+
+def _choose(code: list[VIns], loc, pinned, budget: int):
+    """(code, allocation): the first variant that spills nothing, else the one whose
+    spills cost the least traffic. Hoisted values and a coalesced carrier stay live
+    across their loop, which may make other blocks spill; and an SQMMA accumulator
+    that a coalesced carrier keeps live may not fit where its copy could spill."""
+    best, err = None, None
+    for c in _variants(code, pinned):
+        try:
+            a = allocate(c, loc, pinned, budget)
+        except CompilationError as e:
+            if isinstance(e, PredicatePressure):
+                raise
+            err = err or e
+            continue
+        if not a.spilled:
+            return c, a
+        if best is None or a.traffic < best[1].traffic:
+            best = (c, a)
+    if best is None:
+        raise err
+    return best
 
 
 def _loc_comment(loc) -> str:
