@@ -123,8 +123,8 @@ def attend(q, k_ptr, v_ptr, acc, l_i, m_i, start_n, offs_n, offs_d, s_kn, sm_sca
     s, _ = raw_scores(q, k, sm_scale, softcap, slope, rows, cols, shift, SOFTCAP, ALIBI, FP32)
     if SCORE_MOD:
         s = score_mod(s, b, h, rows[:, None], cols[None, :])
-    keep = visible(b, h, rows, cols, seq_k, shift, left, right, CAUSAL, WINDOW, MASK_MOD,
-                   mask_mod)
+    keep = visible(b, h, rows[:, None], cols[None, :], seq_k, shift, left, right, CAUSAL,
+                   WINDOW, MASK_MOD, mask_mod)
     s = ml.where(keep, s * LOG2E, -float("inf"))
     m_new = ml.maximum(m_i, ml.max(s, axis=1))
     m_safe = ml.where(m_new == -float("inf"), 0.0, m_new)

@@ -9,16 +9,20 @@ derivative with respect to the score is known: the standard ones of
 :mod:`mutile.kernels.block_mask` (alibi, softcap, relative-position bias) register it, a
 user's score_mod needs :func:`register_score_mod_grad` or ``score_mod_grad=``. Otherwise
 the backward raises ValueError. Mask mods need no derivative.
+
+On pinghu, the dK/dV and dQ passes are the explicit TME/SQMMA kernels of
+:mod:`.attention_bwd_pinghu` when they take the arguments (its ``supports``).
 """
 import numpy as np
 
 import mutile
 import mutile.language as ml
 
+from . import attention_bwd_pinghu
 from .attention import pick_blocks, sparse_list
 from .attention_host import bm_strides, prepare
-from .attention_parts import (LOG2E, kv_bounds, no_mask_mod, no_score_mod, raw_scores, seq_info,
-                              visible)
+from .attention_parts import (kv_bounds, no_mask_mod, no_score_mod, q_bounds, raw_scores,
+                              score_grads, seq_info)
 from .block_mask import score_mod_grad as registered_grad
 
 
@@ -42,19 +46,13 @@ def tile_grads(q, k, v, do, lse, delta, sm_scale, softcap, slope, b, h, rows, co
     """(p, ds) of one [BLOCK_M, BLOCK_N] tile: the recomputed probabilities and the
     gradient with respect to ``q.k * sm_scale`` (chain factors of the mods included)."""
     s, g = raw_scores(q, k, sm_scale, softcap, slope, rows, cols, shift, SOFTCAP, ALIBI, FP32)
-    if SCORE_MOD:
-        g = g * score_grad(s, b, h, rows[:, None], cols[None, :])
-        s = score_mod(s, b, h, rows[:, None], cols[None, :])
-    keep = visible(b, h, rows, cols, seq_k, shift, left, right, CAUSAL, WINDOW, MASK_MOD,
-                   mask_mod) & (rows[:, None] < seq_q)
-    lse_safe = ml.where(lse == -float("inf"), 0.0, lse) * LOG2E
-    p = ml.where(keep, ml.exp2(s * LOG2E - lse_safe[:, None]), 0.0)
     if FP32:
         dp = ml.dot(do, ml.trans(v), input_precision="ieee")
     else:
         dp = ml.dot(do, ml.trans(v))
-    ds = p * (dp - delta[:, None]) * g
-    return p, ds
+    return score_grads(s, g, dp, lse[:, None], delta[:, None], b, h, rows[:, None],
+                       cols[None, :], seq_q, seq_k, shift, left, right, CAUSAL, WINDOW,
+                       SCORE_MOD, MASK_MOD, score_mod, score_grad, mask_mod)
 
 
 def build_backward(score_mod, score_grad, mask_mod):
@@ -88,13 +86,8 @@ def build_backward(score_mod, score_grad, mask_mod):
             v = ml.load(V + kv_off, mask=kv_ok, other=0.0)
             dk = ml.zeros([BLOCK_N, HEAD_DIM], ml.float32)
             dv = ml.zeros([BLOCK_N, HEAD_DIM], ml.float32)
-            lo = 0
-            hi = seq_q
-            if CAUSAL or WINDOW:
-                lo = ml.maximum(start_n * BLOCK_N - shift - right, 0)
-                lo = (lo // BLOCK_M) * BLOCK_M
-            if WINDOW:
-                hi = ml.minimum((start_n + 1) * BLOCK_N - shift + left, seq_q)
+            lo, hi = q_bounds(start_n, seq_q, shift, left, right, BLOCK_M, BLOCK_N, CAUSAL,
+                              WINDOW)
             for g in range(0, group):
                 h = hk * group + g
                 slope = 0.0
@@ -271,6 +264,9 @@ def flash_attention_backward(do, q, k, v, o, lse, *, causal=False, sm_scale=None
     rows_total = delta.size
     _delta_kernel[(mutile.cdiv(rows_total, 64),)](o, do, delta, rows_total, HEAD_DIM=D,
                                                   BLOCK=64, **a.launch())
+    if attention_bwd_pinghu.supports(a, do):
+        attention_bwd_pinghu.run(a, do, lse, delta, out, score_grad=score_mod_grad)
+        return dq, dk, dv
     key = (score_mod, score_mod_grad, a.mask_mod)
     if key not in _BACKWARDS:
         _BACKWARDS[key] = build_backward(*key)

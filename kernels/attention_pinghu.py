@@ -47,13 +47,31 @@ def producer(q_desc, k_desc, v_desc, q_s, k_s, v_s, q_bar, full, empty, start_m,
     ph.barrier_expect_tx(q_bar, BLOCK_M * q_s.shape[1] * q_s.dtype.itemsize)
     ph.tme_load(q_desc, [start_m * BLOCK_M, 0], q_s, q_bar)
     lo, hi = kv_bounds(start_m, seq_k, shift, left, right, BLOCK_M, BLOCK_N, CAUSAL, WINDOW)
-    n = ml.cdiv(hi - lo, BLOCK_N)
+    load_ring(k_desc, v_desc, k_s, v_s, full, empty, lo, BLOCK_N, ml.cdiv(hi - lo, BLOCK_N),
+              0, STAGES)
+
+
+@mutile.jit
+def load_pair(a_desc, b_desc, a_s, b_s, bar, row):
+    """Announce two boxes' bytes on ``bar`` and TME-load the boxes at ``[row, 0]`` of two
+    descriptors into ``a_s`` and ``b_s``."""
+    ph.barrier_expect_tx(bar, (a_s.shape[0] * a_s.shape[1] + b_s.shape[0] * b_s.shape[1])
+                         * a_s.dtype.itemsize)
+    ph.tme_load(a_desc, [row, 0], a_s, bar)
+    ph.tme_load(b_desc, [row, 0], b_s, bar)
+
+
+@mutile.jit
+def load_ring(a_desc, b_desc, a_s, b_s, full, empty, start, step, n, it0,
+              STAGES: ml.constexpr):
+    """The producer's ring: boxes ``[start + j * step, 0]`` (``j < n``) of two descriptors
+    into stage ``(it0 + j) % STAGES`` of ``a_s``/``b_s``, each once its consumers released
+    it (``it0``: the ring steps already taken)."""
     for j in range(n):
-        s = j % STAGES
-        ph.barrier_wait(empty[s], ((j // STAGES) & 1) ^ 1)
-        ph.barrier_expect_tx(full[s], 2 * BLOCK_N * k_s.shape[2] * k_s.dtype.itemsize)
-        ph.tme_load(k_desc, [lo + j * BLOCK_N, 0], k_s[s], full[s])
-        ph.tme_load(v_desc, [lo + j * BLOCK_N, 0], v_s[s], full[s])
+        it = it0 + j
+        s = it % STAGES
+        ph.barrier_wait(empty[s], ((it // STAGES) & 1) ^ 1)
+        load_pair(a_desc, b_desc, a_s[s], b_s[s], full[s], start + j * step)
 
 
 @mutile.jit
@@ -75,8 +93,8 @@ def scores(s, sm_scale, softcap, slope, b, h, rows, cols, seq_k, shift, left, ri
         s = s * LOG2E
     else:
         s = s * (sm_scale * LOG2E)
-    keep = visible(b, h, rows, cols, seq_k, shift, left, right, CAUSAL, WINDOW, MASK_MOD,
-                   mask_mod)
+    keep = visible(b, h, rows[:, None], cols[None, :], seq_k, shift, left, right, CAUSAL,
+                   WINDOW, MASK_MOD, mask_mod)
     return ml.where(keep, s, -float("inf"))
 
 
@@ -190,7 +208,7 @@ def build_kernel(score_mod, mask_mod):
 kernel_for = functools.cache(build_kernel)   # compiled once per pair of mods
 
 
-def _aligned(x) -> bool:
+def tme_aligned(x) -> bool:
     """TME's rules for one [B, H, S, D] array: 4-byte aligned base and strides, rows of
     at least 32 bytes with a contiguous inner dim."""
     base = x.__array_interface__["data"][0]
@@ -207,7 +225,7 @@ def supports(a) -> bool:
     if (a.backend or default_backend()) != "pinghu":
         return False
     return (a.q.dtype.itemsize == 2 and a.head_dim in (64, 128) and not a.varlen
-            and a.block_mask is None and all(_aligned(x) for x in (a.q, a.k, a.v)))
+            and a.block_mask is None and all(tme_aligned(x) for x in (a.q, a.k, a.v)))
 
 
 def _space() -> list:

@@ -53,8 +53,25 @@ def checkerboard(b, h, q_idx, kv_idx):
     return ((q_idx // 8 + kv_idx // 8 + h) % 2 == 0) | (q_idx == kv_idx)
 
 
+def misaligned(x):
+    """A C-contiguous copy of ``x`` whose base address is 2 bytes past a 4-byte one."""
+    buf = np.empty(x.nbytes + 8, np.uint8)
+    off = (-buf.ctypes.data) % 4 + 2
+    y = buf[off:off + x.nbytes].view(x.dtype).reshape(x.shape)
+    y[...] = x
+    return y
+
+
 def poisoned_like(x):
     return np.full(x.shape, np.nan, x.dtype)
+
+
+def assert_grads(got, want, dtype):
+    """(dq, dk, dv) against float64 ones, within the dtype's tolerance of their scale."""
+    for g, w, name in zip(got, want, ("dq", "dk", "dv")):
+        scale = max(1.0, float(np.abs(w).max()))
+        np.testing.assert_allclose(g.astype(np.float64), w, atol=2 * ATOL[dtype] * scale,
+                                   err_msg=name)
 
 
 def reference_grads(q, k, v, do, *, causal=False, sm_scale=None, score_fn=None,

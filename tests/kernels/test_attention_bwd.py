@@ -8,7 +8,7 @@ from mutile.kernels import block_mask as bmk
 from mutile.kernels.attention import attention_reference, flash_attention
 from mutile.kernels.attention_bwd import flash_attention_backward
 
-from .attention_kit import ATOL, BF16, F16, F32, poisoned_like, qkv, reference_grads
+from .attention_kit import BF16, F16, F32, assert_grads, poisoned_like, qkv, reference_grads
 
 
 def grads(q, k, v, do, backend, **kw):
@@ -82,13 +82,6 @@ def test_gqa_and_varlen_against_finite_differences(backend, rng):
     for t, picks in enumerate(finite_differences(q, k, v, do, kw, picks=14)):
         for idx, want in picks:
             assert abs(float(got[t][idx]) - want) <= atol + atol * abs(want), (t, idx)
-
-
-def assert_grads(got, want, dtype):
-    for g, w, name in zip(got, want, ("dq", "dk", "dv")):
-        scale = max(1.0, float(np.abs(w).max()))
-        np.testing.assert_allclose(g.astype(np.float64), w, atol=2 * ATOL[dtype] * scale,
-                                   err_msg=name)
 
 
 @pytest.mark.slow

@@ -10,8 +10,8 @@ from mutile.kernels import block_mask as bmk
 from mutile.kernels.attention import flash_attention
 from mutile.kernels.attention_host import prepare
 
-from .attention_kit import (ATOL, BF16, F16, check, checkerboard, head_bias, poisoned_like,
-                           qkv)
+from .attention_kit import (ATOL, BF16, F16, check, checkerboard, head_bias, misaligned,
+                           poisoned_like, qkv)
 
 CFG = dict(BLOCK_M=128, BLOCK_N=64, STAGES=2, SQUADS=1)
 EXPLICIT = "attn_fwd_ph_kernel"
@@ -87,15 +87,6 @@ def test_standard_score_mod(rng):
     check(o, lse, q, k, v, causal=True, score_fn=lambda s, b, h, i, j: s + 0.05 * (i - j))
 
 
-def _misaligned(x):
-    """A C-contiguous copy of ``x`` whose base address is 2 bytes past a 4-byte one."""
-    buf = np.empty(x.nbytes + 8, np.uint8)
-    off = (-buf.ctypes.data) % 4 + 2
-    y = buf[off:off + x.nbytes].view(x.dtype).reshape(x.shape)
-    y[...] = x
-    return y
-
-
 @pytest.mark.parametrize("case", ["head_dim_32", "varlen", "block_mask", "misaligned"])
 def test_other_arguments_take_the_portable_kernel(rng, case):
     d = 32 if case == "head_dim_32" else 64
@@ -106,7 +97,7 @@ def test_other_arguments_take_the_portable_kernel(rng, case):
                                                                backend="pinghu"))
           }.get(case, {})
     if case == "misaligned":
-        k = _misaligned(k)
+        k = misaligned(k)
         assert k.ctypes.data % 4 == 2
     assert not aph.supports(prepare(q, k, v, backend="pinghu", **kw))
     o, lse, kernels = run(q, k, v, **kw)
