@@ -78,9 +78,10 @@ def load_ring(a_desc, b_desc, a_s, b_s, full, empty, start, step, n, it0,
 def scores(s, sm_scale, softcap, slope, b, h, rows, cols, seq_k, shift, left, right,
            CAUSAL: ml.constexpr, WINDOW: ml.constexpr, SOFTCAP: ml.constexpr,
            ALIBI: ml.constexpr, SCORE_MOD: ml.constexpr, MASK_MOD: ml.constexpr,
-           score_mod, mask_mod):
+           MASKED: ml.constexpr, score_mod, mask_mod):
     """The portable kernel's score pipeline after the dot (``raw_scores`` steps 2-3,
-    ``score_mod``, ``visible``), in base 2: ``log2(e) * score``, -inf where masked."""
+    ``score_mod``, ``visible``), in base 2: ``log2(e) * score``, -inf where masked (only
+    with ``MASKED``: a block every pair of which is visible skips the mask)."""
     if SOFTCAP or ALIBI or SCORE_MOD:
         s = s * sm_scale
         if SOFTCAP:
@@ -93,9 +94,27 @@ def scores(s, sm_scale, softcap, slope, b, h, rows, cols, seq_k, shift, left, ri
         s = s * LOG2E
     else:
         s = s * (sm_scale * LOG2E)
-    keep = visible(b, h, rows[:, None], cols[None, :], seq_k, shift, left, right, CAUSAL,
-                   WINDOW, MASK_MOD, mask_mod)
-    return ml.where(keep, s, -float("inf"))
+    if MASKED:
+        keep = visible(b, h, rows[:, None], cols[None, :], seq_k, shift, left, right,
+                       CAUSAL, WINDOW, MASK_MOD, mask_mod)
+        s = ml.where(keep, s, -float("inf"))
+    return s
+
+
+@mutile.jit
+def unmasked_blocks(start_m, lo, n, seq_k, shift, BLOCK_M: ml.constexpr,
+                    BLOCK_N: ml.constexpr, CAUSAL: ml.constexpr, WINDOW: ml.constexpr,
+                    MASK_MOD: ml.constexpr):
+    """How many of the ``n`` key blocks from ``lo`` every query row of the block sees
+    whole: they lie below ``seq_k`` and, under causal masking, at or left of the first
+    row's diagonal (with a window or a mask_mod every block is masked)."""
+    limit = seq_k
+    if CAUSAL:
+        limit = ml.minimum(seq_k, start_m * BLOCK_M + shift + 1)
+    full = ml.maximum(limit - lo, 0) // BLOCK_N
+    if WINDOW or MASK_MOD:
+        full = 0
+    return ml.minimum(full, n)
 
 
 @mutile.jit
@@ -106,6 +125,33 @@ def softmax_step(s, m_i, l_i):
     p = ml.exp2(s - m_safe[:, None])
     alpha = ml.exp2(m_i - m_safe)
     return p, alpha, m_new, l_i * alpha + ml.sum(p, axis=1)
+
+
+@mutile.jit
+def kv_loop(q, k_s, v_s, p_buf, full, empty, acc, m_i, l_i, j0, j1, lo, rows, offs_n,
+            sm_scale, softcap, slope, b, h, seq_k, shift, left, right, BLOCK_N: ml.constexpr,
+            STAGES: ml.constexpr, CAUSAL: ml.constexpr, WINDOW: ml.constexpr,
+            SOFTCAP: ml.constexpr, ALIBI: ml.constexpr, SCORE_MOD: ml.constexpr,
+            MASK_MOD: ml.constexpr, MASKED: ml.constexpr, score_mod, mask_mod):
+    """Key blocks ``j0 <= j < j1`` of the ring: ``S = Q K^T``, the scores (masked only
+    with ``MASKED``), the online softmax, ``O += P V``; (acc, m_i, l_i) after them."""
+    for j in range(j0, j1):
+        st = j % STAGES
+        ph.barrier_wait(full[st], (j // STAGES) & 1)
+        s_raw = ph.sqmma(q, k_s[st], trans_b=True)
+        s_raw = ph.sqmma_wait(s_raw)
+        s = scores(s_raw, sm_scale, softcap, slope, b, h, rows, lo + j * BLOCK_N + offs_n,
+                   seq_k, shift, left, right, CAUSAL, WINDOW, SOFTCAP, ALIBI, SCORE_MOD,
+                   MASK_MOD, MASKED, score_mod, mask_mod)
+        p, alpha, m_i, l_i = softmax_step(s, m_i, l_i)
+        p_buf.store(p)
+        ph.fence_shared()
+        ph.sync_warps()
+        acc = acc * alpha[:, None]
+        acc = ph.sqmma(p_buf, v_s[st], acc)
+        acc = ph.sqmma_wait(acc)
+        ph.barrier_arrive(empty[st])
+    return acc, m_i, l_i
 
 
 @mutile.jit
@@ -130,22 +176,16 @@ def consumer(q_s, k_s, v_s, p_s, q_bar, full, empty, Out, Lse, Slopes, b, h, bq,
     q = q_s
     p_buf = p_s
     ph.barrier_wait(q_bar, 0)
-    for j in range(n):
-        st = j % STAGES
-        ph.barrier_wait(full[st], (j // STAGES) & 1)
-        s_raw = ph.sqmma(q, k_s[st], trans_b=True)
-        s_raw = ph.sqmma_wait(s_raw)
-        s = scores(s_raw, sm_scale, softcap, slope, b, h, rows, lo + j * BLOCK_N + offs_n,
-                   seq_k, shift, left, right, CAUSAL, WINDOW, SOFTCAP, ALIBI, SCORE_MOD,
-                   MASK_MOD, score_mod, mask_mod)
-        p, alpha, m_i, l_i = softmax_step(s, m_i, l_i)
-        p_buf.store(p)
-        ph.fence_shared()
-        ph.sync_warps()
-        acc = acc * alpha[:, None]
-        acc = ph.sqmma(p_buf, v_s[st], acc)
-        acc = ph.sqmma_wait(acc)
-        ph.barrier_arrive(empty[st])
+    n_full = unmasked_blocks(start_m, lo, n, seq_k, shift, BLOCK_M, BLOCK_N, CAUSAL, WINDOW,
+                             MASK_MOD)
+    acc, m_i, l_i = kv_loop(q, k_s, v_s, p_buf, full, empty, acc, m_i, l_i, 0, n_full, lo,
+                            rows, offs_n, sm_scale, softcap, slope, b, h, seq_k, shift, left,
+                            right, BLOCK_N, STAGES, CAUSAL, WINDOW, SOFTCAP, ALIBI, SCORE_MOD,
+                            MASK_MOD, False, score_mod, mask_mod)
+    acc, m_i, l_i = kv_loop(q, k_s, v_s, p_buf, full, empty, acc, m_i, l_i, n_full, n, lo,
+                            rows, offs_n, sm_scale, softcap, slope, b, h, seq_k, shift, left,
+                            right, BLOCK_N, STAGES, CAUSAL, WINDOW, SOFTCAP, ALIBI, SCORE_MOD,
+                            MASK_MOD, True, score_mod, mask_mod)
     out = acc / ml.where(l_i == 0.0, 1.0, l_i)[:, None]
     offs_d = ml.arange(0, HEAD_DIM)
     ok = rows < seq_q
@@ -170,9 +210,11 @@ def build_kernel(score_mod, mask_mod):
                            CAUSAL: ml.constexpr,
                            WINDOW: ml.constexpr, SOFTCAP: ml.constexpr, ALIBI: ml.constexpr,
                            SCORE_MOD: ml.constexpr, MASK_MOD: ml.constexpr):
-        """Grid (cdiv(seq_q, 64 * SQUADS), batch * heads); 4 * SQUADS + 1 warps."""
-        start_m = ml.program_id(0)
-        bh = ml.program_id(1)
+        """Grid (batch * heads, cdiv(seq_q, BLOCK_M)); 4 * SQUADS + 1 warps. Programs
+        run the last query blocks first (under causal masking the longest: blocks of
+        like length then share a wave, the longest-first order of FlashAttention-2)."""
+        bh = ml.program_id(0)
+        start_m = ml.num_programs(1) - 1 - ml.program_id(1)
         b = bh // heads
         h = bh % heads
         hk = h // group
@@ -283,7 +325,7 @@ def run(a, out, lse, config=None):
               backend="pinghu")
 
     def grid(meta):
-        return (mutile.cdiv(a.seq_q, meta["BLOCK_M"]), a.batch * a.heads)
+        return (a.batch * a.heads, mutile.cdiv(a.seq_q, meta["BLOCK_M"]))
     if config is None:
         tuner_for(a.score_mod, a.mask_mod)[grid](*args, **kw)
         return

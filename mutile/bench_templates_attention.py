@@ -71,7 +71,7 @@ def rows(quick: bool, shape: tuple | None = None) -> list[dict]:
     lse = np.zeros(q.shape[:3], np.float32)
     _, rel = _errors(False, rng)
     model, peak = profiled(lambda: flash_attention_backward(do, q, k, v, o, lse,
-                                                             backend="pinghu"))
+                                                             backend="pinghu"), warm=True)
     bwd_flops = 2.5 * 4.0 * seq * seq * HEAD_DIM * heads
     out.append(_row(f"attention bwd bf16 {heads}h seq{seq} d128", model, rel,
                     bwd_flops / (peak * 1e12 * model["time_us"] / 1e6)))
