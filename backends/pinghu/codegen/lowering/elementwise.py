@@ -90,6 +90,8 @@ def binary(cg: Codegen, name: str, a, b, t, out: TileVal) -> None:
         suffix = "F64" if t == T.f64 else "F32"
         cg.emit(f"{_FLOAT[name]}.{suffix}", out.run(), cg.operand(a, False), cg.operand(b))
         return
+    if name in ("div", "rem") and _pow2_divide(cg, name, a, b, t, out):
+        return
     mn = _INT[name]
     bo = cg.operand(b)
     if name in ("shl", "shr") and width(t) == 2:
@@ -100,6 +102,37 @@ def binary(cg: Codegen, name: str, a, b, t, out: TileVal) -> None:
         mn = f"{mn}.{_int_suffix(mn, t)}"
     cg.emit(mn, out.run(), cg.operand(a, False), bo)
     wrap_int(cg, out, t)
+
+
+def _pow2_divide(cg: Codegen, name: str, a, b, t, out: TileVal) -> bool:
+    """``a // 2**k`` or ``a % 2**k`` (32-bit, a constant power of two above 1) by shifts
+    and masks instead of a divide (40 cycles): unsigned, a shift or an AND; signed, with
+    C's truncation (docs/semantics.md): ``a + (2**k - 1 if a < 0 else 0)``, then an
+    arithmetic shift (the quotient) or ``a`` minus its multiple of ``2**k`` (the
+    remainder). False when the divisor is anything else."""
+    if not (isinstance(b, Uniform) and isinstance(b.src, IntImm)) or t.bits != 32:
+        return False
+    d = b.src.value & 0xFFFFFFFF
+    k = d.bit_length() - 1
+    if d < 2 or d & (d - 1) or (t.is_int_signed() and k > 30):
+        return False
+    src = cg.operand(a, False)
+    if not t.is_int_signed():
+        if name == "div":
+            cg.emit("ALU.SHR.U32", out.run(), src, IntImm(k))
+        else:
+            cg.emit("ALU.LOP.AND.B32", out.run(), src, IntImm(d - 1))
+        return True
+    bias = cg.new_tile(out.shape, t)
+    cg.emit("ALU.SHR.S32", bias.run(), src, IntImm(31))             # 0 or -1
+    cg.emit("ALU.SHR.U32", bias.run(), bias.run(), IntImm(32 - k))  # 0 or 2**k - 1
+    cg.emit("ALU.IADD.S32", bias.run(), src, bias.run())
+    if name == "div":
+        cg.emit("ALU.SHR.S32", out.run(), bias.run(), IntImm(k))
+    else:
+        cg.emit("ALU.LOP.AND.B32", bias.run(), bias.run(), IntImm((-d) & 0xFFFFFFFF))
+        cg.emit("ALU.ISUB.S32", out.run(), src, bias.run())
+    return True
 
 
 def _shift_amount64(cg: Codegen, b):
