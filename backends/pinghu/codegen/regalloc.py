@@ -87,6 +87,7 @@ def intervals(code: list[VIns], pinned=()) -> dict:
     for v in pinned:
         if v in iv:
             iv[v][1] = len(code)
+    _hold_until_wait(code, iv)
     spans = sorted(loops.values())
     changed = True
     while changed:
@@ -97,6 +98,20 @@ def intervals(code: list[VIns], pinned=()) -> dict:
                     r[1] = e
                     changed = True
     return iv
+
+
+def _hold_until_wait(code: list[VIns], iv: dict) -> None:
+    """An SQMMA writes its destination asynchronously until the next ``SQMMA.WAIT``: the
+    destination stays live at least to that wait, even when nothing reads it after."""
+    pending = []
+    for pos, ins in enumerate(code):
+        family = ins.row.family if ins.row is not None else None
+        if family == "SQMMA":
+            pending.append(ins.operands[0].v)
+        elif family == "SQMMA.WAIT":
+            for v in pending:
+                iv[v][1] = max(iv[v][1], pos)
+            pending = []
 
 
 def spill_weights(code: list[VIns]) -> dict:

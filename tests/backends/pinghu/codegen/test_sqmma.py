@@ -12,6 +12,8 @@ rounding bound of numpy's float64 product; every launch runs under the sanitizer
 """
 from __future__ import annotations
 
+import re
+
 import ml_dtypes
 import numpy as np
 import pytest
@@ -203,3 +205,48 @@ def test_chaining_in_flight_across_tilings_is_refused():
     assert (e.value.loc.file, e.value.loc.line) == (m.file, m.line), str(e.value)
     assert "this SQMMA covers its accumulator with 128x32 instructions, the one in flight " \
            "on it with other shapes" in e.value.msg
+
+
+@mutile.jit
+def k_unread_result(a_ptr, y_ptr, M: ml.constexpr):
+    """An SQMMA whose result nobody reads, then a tile computed before its wait."""
+    r = ml.arange(0, M)
+    a_s = ph.alloc_shared((M, M), ml.bfloat16)
+    a_s.store(ml.load(a_ptr + r[:, None] * M + r[None, :]))
+    ph.fence_shared()
+    ph.sync_warps()
+    ph.sqmma(a_s, a_s)
+    x = r[:, None].to(ml.float32) * 3.0 + r[None, :].to(ml.float32)   # no loads, no addresses
+    ph.sqmma_wait()
+    ml.store(y_ptr + r[:, None] * M + r[None, :], x)
+
+
+def _regs(text: str) -> set:
+    """The registers an operand names: ``R7`` or ``R[a:b]``."""
+    m = re.fullmatch(r"R(\d+)|R\[(\d+):(\d+)\]", text.strip())
+    if not m:
+        return set()
+    return {int(m[1])} if m[1] else set(range(int(m[2]), int(m[3])))
+
+
+def test_an_unread_sqmma_result_keeps_its_registers_until_the_wait(rng):
+    """The result lands asynchronously, up to the wait: no instruction between the
+    SQMMA and its wait may write its destination registers (they were given to the
+    tile computed in between, since nothing read the result after the wait)."""
+    a = rng.standard_normal((64, 64)).astype(ml_dtypes.bfloat16)
+    y = poison((64, 64), np.float32)
+    k_unread_result[(1,)](a, y, M=64, num_warps=4, backend="pinghu", sanitize=True)
+    r = np.arange(64, dtype=np.float64)
+    np.testing.assert_array_equal(y, r[:, None] * 3.0 + r[None, :])
+    text = k_unread_result.warmup(a, y, M=64, num_warps=4, backend="pinghu",
+                                  grid=(1,)).asm["musa"]
+    lines = [ln.split("//")[0].strip() for ln in text.splitlines()]
+    lines = [ln for ln in lines if ln and not ln.startswith(".") and not ln.endswith(":")]
+    start = next(i for i, ln in enumerate(lines) if ln.startswith("SQMMA.M"))
+    end = next(i for i, ln in enumerate(lines) if ln == "SQMMA.WAIT")
+    dest = _regs(lines[start].split(None, 1)[1].split(",")[0])
+    assert dest
+    for ln in lines[start + 1:end]:
+        parts = ln.split(None, 1)
+        if len(parts) == 2 and not parts[0].startswith(("LSU.ST", "@")):
+            assert not dest & _regs(parts[1].split(",")[0]), ln
