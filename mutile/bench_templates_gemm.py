@@ -118,12 +118,78 @@ def llvm_rows(quick: bool, threads: int | None = None) -> list[dict]:
     return out
 
 
+WHAT_IF = {      # machine-file overrides: each doubles one resource (or halves latencies)
+    "2x L2 bandwidth": '[memory]\nl2_bytes_per_s = { value = 8.0e12, source = "what if" }\n',
+    "2x SQMMA rate": '[rates]\nsqmma_flops_per_cycle = { value = { e4m3 = 32768, e5m2 = '
+                     '32768, s8 = 32768, f16 = 16384, bf16 = 16384, tf32 = 8192 }, source = '
+                     '"what if" }\n',
+    "2x TME rate": '[memory]\ntme_bytes_per_cycle = { value = 256, source = "what if" }\n',
+    "half the latencies": '[memory]\nl2_latency = { value = 125, source = "what if" }\n'
+                          'hbm_latency = { value = 250, source = "what if" }\n'
+                          'tme_latency = { value = 50, source = "what if" }\n'}
+
+
+def steady_state(cfg: dict | None = None, ks=(768, 1536)) -> list[dict]:
+    """What bounds the explicit bf16 GEMM once its pipeline runs: one wave (7 x 8 tiles on
+    the 56 MPs), exact simulation at two K; the cycles one K step costs are their
+    difference over the added steps, against the step's SQMMA work and its L2 floor (the
+    TME boxes' bytes over the L2 bandwidth), on the shipped machine file and on each
+    :data:`WHAT_IF` variant."""
+    import os
+    import tempfile
+
+    import ml_dtypes
+
+    from . import machines
+    from .profiler import profile
+    G = importlib.import_module("mutile.kernels.gemm")
+    cfg = cfg or BEST["bf16"]
+    k = {**cfg, "PERSISTENT": 0}
+    bm, bn, bk = k["BM"], k["BN"], k["BK"]
+    M, N = 7 * bm, 8 * bn
+    config = __import__("mutile").Config(k, num_warps=k["NUM_WARPS"])
+    rng = np.random.default_rng(0)
+    mf = machines.load(None)
+    clock, mps = mf.value("device", "clock_hz"), mf.value("device", "mp_count")
+    mma = 2 * bm * bn * bk / mf.value("rates", "sqmma_flops_per_cycle")["bf16"]
+    l2 = mps * (bm + bn) * bk * 2 / (mf.value("memory", "l2_bytes_per_s") / clock)
+    out = []
+    with tempfile.TemporaryDirectory() as d:
+        for name, text in [("shipped machine file", None)] + list(WHAT_IF.items()):
+            path = None
+            if text is not None:
+                path = os.path.join(d, "what_if.toml")
+                with open(path, "w") as f:
+                    f.write(text)
+            cycles = []
+            for K in ks:
+                a = rng.standard_normal((M, K)).astype(ml_dtypes.bfloat16)
+                b = rng.standard_normal((K, N)).astype(ml_dtypes.bfloat16)
+                with profile(machine=path, sample=False) as prof:
+                    G.gemm(a, b, backend="pinghu", config=config)
+                cycles.append(sum(r.cycles for r in prof.launches))
+            out.append({"machine": name, "cycles": cycles,
+                        "step": (cycles[1] - cycles[0]) / ((ks[1] - ks[0]) / bk),
+                        "sqmma_step": mma, "l2_step": l2})
+    return out
+
+
 def main(argv=None) -> int:
     import argparse
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true")
     p.add_argument("--llvm", action="store_true", help="the llvm-vs-numpy rows instead")
+    p.add_argument("--what-if", action="store_true",
+                   help="the bf16 GEMM's cycles per K step on what-if machine files")
     args = p.parse_args(argv)
+    if args.what_if:
+        k = BEST["bf16"]
+        print(f"bf16 GEMM {k['BM']}x{k['BN']}x{k['BK']}, {k['NUM_WARPS']}+1 warps, "
+              f"{k['STAGES']} stages, one wave of 56 tiles: cycles per K step")
+        for r in steady_state():
+            print(f"  {r['machine']:22s} {r['step']:7.0f}   (SQMMA work {r['sqmma_step']:.0f}, "
+                  f"L2 floor {r['l2_step']:.0f} on the shipped file)")
+        return 0
     if args.llvm:
         for r in llvm_rows(args.quick):
             print(f"{r['name']:32s} mutile {r['mutile']:8.1f} GFLOP/s  numpy "
