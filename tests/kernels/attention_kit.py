@@ -62,6 +62,15 @@ def misaligned(x):
     return y
 
 
+def forget_decisions(*tuners) -> list:
+    """Make the tuners decide again at their next launch (another test may have tuned
+    the same key in this process); returns their log lengths now."""
+    for t in tuners:
+        t.cache.clear()
+        t._chosen.clear()
+    return [len(t.tuning_log) for t in tuners]
+
+
 def poisoned_like(x):
     return np.full(x.shape, np.nan, x.dtype)
 

@@ -12,8 +12,8 @@ from mutile.kernels.attention import flash_attention
 from mutile.kernels.attention_bwd import flash_attention_backward
 from mutile.kernels.attention_host import prepare
 
-from .attention_kit import (BF16, F16, assert_grads, checkerboard, head_bias, misaligned,
-                            poisoned_like, qkv, reference_grads)
+from .attention_kit import (BF16, F16, assert_grads, checkerboard, forget_decisions, head_bias,
+                            misaligned, poisoned_like, qkv, reference_grads)
 
 EXPLICIT = ["_delta_kernel", "attn_bwd_dkdv_ph_kernel", "attn_bwd_dq_ph_kernel"]
 PORTABLE = ["_delta_kernel", "dkdv_kernel", "dq_kernel"]
@@ -162,14 +162,17 @@ def test_tuned_choice_is_the_cycle_models_fastest(rng, causal):
     """Each pass launches its tuner's config: every candidate's recorded time is its
     modelled time (do_bench of that config alone), the winner the least."""
     q, k, v, do = qkv(rng, 1, 2, 2, 200, 200, 64, F16, n=4)
+    tuners = abp.tuner_for(None, None, None)
+    counts = forget_decisions(*tuners)
     got, kernels = run(q, k, v, do, causal=causal)
+    assert [len(t.tuning_log) for t in tuners] == [c + 1 for c in counts]
     assert kernels == EXPLICIT
     assert_grads(got, reference_grads(q, k, v, do, causal=causal), F16)
     a = prepare(q, k, v, causal=causal, backend="pinghu")
     lse = np.zeros(q.shape[:3], np.float32)
     delta = np.zeros_like(lse)
     out = tuple(np.empty_like(x) for x in (q, k, v))
-    for name, tuner in zip(abp.PASSES, abp.tuner_for(None, None, None)):
+    for name, tuner in zip(abp.PASSES, tuners):
         d = tuner.tuning_log[-1]
         assert tuner.best_config is d.winner and len(d.timings) == 4    # unpruned
         (win,) = [i for i, cfg in d.configs.items() if cfg is d.winner]
