@@ -4,19 +4,20 @@ from __future__ import annotations
 import time
 
 
-def profiled(fn, warm: bool = False) -> tuple:
+def profiled(fn, warm: bool = False, sample="wave") -> tuple:
     """(the model table's dict, peak TFLOP/s at the launches' dtype) of one run of ``fn``
     under ``mutile.profile(sample="wave")`` (large grids: two waves simulated, the rest
     estimated, so not every output is computed). Its wall time stands for both the plain
     and the profiled interpreter time. With ``warm``, ``fn`` first runs once under a
     sampled session of its own, so that an autotuner decides then: its trial launches
-    are not counted in the measured run."""
+    are not counted in the measured run. ``sample=False`` simulates every block (for
+    grids whose blocks differ in work, which the sampled estimate assumes alike)."""
     from .profiler import profile
     if warm:
         with profile(sample="wave"):
             fn()
     t = time.perf_counter()
-    with profile(sample="wave") as prof:
+    with profile(sample=sample) as prof:
         fn()
     wall = time.perf_counter() - t
     cycles = sum(r.cycles for r in prof.launches)

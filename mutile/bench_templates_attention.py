@@ -7,7 +7,9 @@ A row is ``{"name", "mutile", "max_abs_err", "model", "utilization"}`` as
 ``mutile/bench.py``'s model table takes them: ``model`` is the ``_modelled``-style dict of
 the profiled launches (``sample="wave"``: two waves simulated, the rest estimated, so the
 outputs are not all computed); ``mutile`` is the profiled run's wall time;
-``max_abs_err`` is measured against float64 on a small problem (2 heads, seq 128) with the
+causal rows simulate every block (``sample=False``: the explicit kernel runs its longest
+query blocks first, so the first waves are not typical of the rest, as the sampled
+estimate assumes); ``max_abs_err`` is measured against float64 on a small problem (2 heads, seq 128) with the
 same kernels (for the backward row: the relative error of the directional derivative of
 ``sum(o * do)`` along dq's own direction, dq against float64 central differences); ``utilization`` = useful attention flops /
 (bf16 peak x modelled time), with the forward's flops 4 * S^2 * D per head (halved when causal) and the backward's counted
@@ -63,7 +65,8 @@ def rows(quick: bool, shape: tuple | None = None) -> list[dict]:
         fwd_flops = 4.0 * seq * seq * HEAD_DIM * heads * (0.5 if causal else 1.0)
         err, _ = _errors(causal, rng)
         model, peak = profiled(lambda: flash_attention(q, k, v, causal=causal,
-                                                        backend="pinghu"), warm=True)
+                                                        backend="pinghu"), warm=True,
+                               sample=False if causal else "wave")
         name = f"attention fwd bf16 {heads}h seq{seq} d128{' causal' if causal else ''}"
         out.append(_row(name, model, err, fwd_flops / (peak * 1e12 * model["time_us"] / 1e6)))
     # the sampled forward does not compute every output: time the backward on stand-ins
