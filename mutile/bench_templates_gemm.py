@@ -184,11 +184,13 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     if args.what_if:
         k = BEST["bf16"]
+        rs = steady_state()
         print(f"bf16 GEMM {k['BM']}x{k['BN']}x{k['BK']}, {k['NUM_WARPS']}+1 warps, "
-              f"{k['STAGES']} stages, one wave of 56 tiles: cycles per K step")
-        for r in steady_state():
-            print(f"  {r['machine']:22s} {r['step']:7.0f}   (SQMMA work {r['sqmma_step']:.0f}, "
-                  f"L2 floor {r['l2_step']:.0f} on the shipped file)")
+              f"{k['STAGES']} stages, one wave of 56 tiles: cycles per K step (its SQMMA "
+              f"work {rs[0]['sqmma_step']:.0f}, its L2 floor on the shipped file "
+              f"{rs[0]['l2_step']:.0f})")
+        for r in rs:
+            print(f"  {r['machine']:22s} {r['step']:7.0f}  ({r['step'] / rs[0]['step']:.2f}x)")
         return 0
     if args.llvm:
         for r in llvm_rows(args.quick):
