@@ -315,7 +315,7 @@ def pruner(resident: str):
     def prune(configs, nargs, **kwargs):
         d = kwargs["HEAD_DIM"]
         keep = [c for c in configs
-                if shared_bytes(c.kwargs, d, resident) <= fwd.SHARED_LIMIT
+                if shared_bytes(c.kwargs, d, resident) <= fwd.shared_limit()
                 and c.kwargs["BLOCK_M"] <= max(64, mutile.next_power_of_2(nargs["seq_q"]))
                 and c.kwargs["BLOCK_N"] <= max(64, mutile.next_power_of_2(nargs["seq_k"]))]
         return keep or list(configs)[:1]
@@ -337,7 +337,6 @@ def tuner_for(score_mod, score_grad, mask_mod):
                             prune_configs_by={"early_config_prune": pruner("BLOCK_M")})(dq))
 
 
-CONFIG_KEYS = {"BLOCK_M", "BLOCK_N", "STAGES", "SQUADS"}
 PASSES = ("dkdv", "dq")
 
 
@@ -374,7 +373,7 @@ def run(a, do, lse, delta, out, score_grad=None):
 def run_pass(a, do, lse, delta, out, name, config, score_grad=None):
     """Launch one pass (``"dkdv"`` or ``"dq"``) with one ``config`` (a dict of BLOCK_M,
     BLOCK_N, STAGES and SQUADS) instead of the tuner's choice."""
-    if name not in PASSES or set(config) != CONFIG_KEYS:
+    if name not in PASSES or set(config) != fwd.CONFIG_KEYS:
         raise ValueError(f"a pass is 'dkdv' or 'dq' and a config gives BLOCK_M, BLOCK_N, "
                          f"STAGES and SQUADS, got {name!r} and {sorted(config)}")
     passes, kw = _launches(a, do, lse, delta, out)

@@ -33,6 +33,7 @@ import mutile.language as ml
 import mutile.language.pinghu as ph
 
 from .attention_parts import LOG2E, kv_bounds, no_mask_mod, no_score_mod, visible
+from .gemm_common import shared_limit
 
 SQUAD_ROWS = 64                   # query rows per consumer WarpSquad (SQMMA M 64)
 
@@ -289,13 +290,13 @@ def prune(configs, nargs, **kwargs):
     """Configs that fit shared memory and whose blocks the sequences need (256 query rows
     only past 128 queries, 64-key blocks only past 32 keys)."""
     d = kwargs["HEAD_DIM"]
-    keep = [c for c in configs if shared_bytes(c.kwargs, d) <= SHARED_LIMIT
+    keep = [c for c in configs if shared_bytes(c.kwargs, d) <= shared_limit()
             and c.kwargs["BLOCK_M"] <= max(128, mutile.next_power_of_2(nargs["seq_q"]))
             and c.kwargs["BLOCK_N"] <= max(32, mutile.next_power_of_2(nargs["seq_k"]))]
     return keep or list(configs)[:1]
 
 
-SHARED_LIMIT = 192 * 1024
+CONFIG_KEYS = {"BLOCK_M", "BLOCK_N", "STAGES", "SQUADS"}     # what a config gives
 KEY = ["seq_q", "seq_k", "heads", "group", "HEAD_DIM", "CAUSAL", "WINDOW", "SOFTCAP", "ALIBI",
        "SCORE_MOD", "MASK_MOD"]
 
@@ -329,8 +330,7 @@ def run(a, out, lse, config=None):
     if config is None:
         tuner_for(a.score_mod, a.mask_mod)[grid](*args, **kw)
         return
-    unknown = set(config) - {"BLOCK_M", "BLOCK_N", "STAGES", "SQUADS"}
-    if unknown or len(config) != 4:
+    if set(config) != CONFIG_KEYS:
         raise ValueError(f"config must give BLOCK_M, BLOCK_N, STAGES and SQUADS, got "
                          f"{sorted(config)}")
     kernel_for(a.score_mod, a.mask_mod)[grid(config)](*args, **kw, **config,

@@ -30,7 +30,7 @@ import mutile.language as ml
 
 import mutile.language.pinghu as ph
 
-from .gemm_common import _cores, prune_for_shape, tile_coords
+from .gemm_common import _cores, prune_bm_bn, prune_for_shape, tile_coords
 from .gemm_pinghu import producer, program_steps
 
 E4M3_MAX = 448.0
@@ -218,22 +218,12 @@ def _portable_space() -> list:
                                                        (128, 128))]
 
 
-def _prune(configs, nargs, **kwargs):
-    """Tiles the output needs, persistence only with more tiles than MPs."""
-    named = [mutile.Config({**c.kwargs, "BLOCK_M": c.kwargs.get("BM", c.kwargs.get("BLOCK_M")),
-                            "BLOCK_N": c.kwargs.get("BN", c.kwargs.get("BLOCK_N"))})
-             for c in configs]
-    keep = {id(n) for n in prune_for_shape(named, {"M": nargs["M"], "N": nargs["N"]},
-                                           **kwargs)}
-    return [c for c, n in zip(configs, named) if id(n) in keep]
-
-
 TUNE_KEY = ["M", "N", "K"]
 ws_tuned = mutile.autotune(configs=_ws_space(), key=TUNE_KEY,
-                           prune_configs_by={"early_config_prune": _prune})(
+                           prune_configs_by={"early_config_prune": prune_bm_bn})(
     fp8_blockwise_ws_kernel)
 portable_tuned = mutile.autotune(configs=_portable_space(), key=TUNE_KEY,
-                                 prune_configs_by={"early_config_prune": _prune})(
+                                 prune_configs_by={"early_config_prune": prune_for_shape})(
     fp8_blockwise_kernel)
 _FIXED = dict(block_m=128, block_n=128, persistent=0, num_stages=2)
 

@@ -76,6 +76,21 @@ def prune_for_shape(configs, nargs, **kwargs):
     return keep or list(configs)[:1]
 
 
+def prune_bm_bn(configs, nargs, **kwargs):
+    """:func:`prune_for_shape` for configs that name their tiles ``BM`` and ``BN`` (the
+    explicit Pinghu kernels)."""
+    named = [mutile.Config({**c.kwargs, "BLOCK_M": c.kwargs["BM"], "BLOCK_N": c.kwargs["BN"]},
+                           num_warps=c.num_warps) for c in configs]
+    keep = {id(n) for n in prune_for_shape(named, nargs, **kwargs)}
+    return [c for c, n in zip(configs, named) if id(n) in keep]
+
+
+def shared_limit() -> int:
+    """Shared memory per block, from the current machine file (192 KiB on Pinghu)."""
+    from mutile import machines
+    return int(machines.current().value("isa", "shared_bytes"))
+
+
 def _cores(backend, launch) -> int:
     """The programs that run at once: the MPs of the machine file, or the CPU threads."""
     if backend == "pinghu":

@@ -18,7 +18,7 @@ import mutile
 import mutile.language as ml
 import mutile.language.pinghu as ph
 
-from .gemm_common import epilogue_store, prune_for_shape, tile_coords
+from .gemm_common import epilogue_store, prune_bm_bn, shared_limit, tile_coords
 
 
 @mutile.jit
@@ -136,18 +136,14 @@ def _ph_space():
 
 def _fits(cfg, itemsize) -> bool:
     k = cfg.kwargs
-    return k["STAGES"] * (k["BM"] + k["BN"]) * k["BK"] * itemsize <= 192 * 1024
+    return k["STAGES"] * (k["BM"] + k["BN"]) * k["BK"] * itemsize <= shared_limit()
 
 
 def prune_ph(configs, nargs, **kwargs):
     """Configs whose ring fits shared memory at this dtype and whose tiles the shape
     needs (persistence only with more tiles than MPs)."""
     itemsize = nargs["a_ptr"].dtype.itemsize
-    shaped = [mutile.Config({**c.kwargs, "BLOCK_M": c.kwargs["BM"],
-                             "BLOCK_N": c.kwargs["BN"]}, num_warps=c.num_warps)
-              for c in configs]
-    keep_ids = {id(s) for s in prune_for_shape(shaped, nargs, **kwargs)}
-    keep = [c for c, s in zip(configs, shaped) if id(s) in keep_ids and _fits(c, itemsize)]
+    keep = [c for c in prune_bm_bn(configs, nargs, **kwargs) if _fits(c, itemsize)]
     return keep or [c for c in configs if _fits(c, itemsize)][:1]
 
 

@@ -218,4 +218,4 @@ def check_outputs(results: dict, order: list, tol) -> None:
                 break
 
 
-__all__ = ["INF", "ResetRestore", "Result", "check_outputs", "failure", "run_config"]
+__all__ = ["INF", "ResetRestore", "Result", "check_outputs", "failure", "run_config", "trial_call"]

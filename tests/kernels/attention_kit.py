@@ -62,6 +62,17 @@ def misaligned(x):
     return y
 
 
+def portable_kwargs(case: str) -> dict:
+    """Attention arguments (seq 64) that the explicit Pinghu kernels leave to the portable
+    ones: a varlen batch or a block mask (other cases: none)."""
+    from mutile.kernels import block_mask as bmk
+    return {"varlen": dict(cu_seqlens_q=np.array([0, 30, 64]),
+                           cu_seqlens_k=np.array([0, 20, 64])),
+            "block_mask": dict(block_mask=bmk.create_block_mask(
+                bmk.causal_mask, None, None, 64, 64, BLOCK_SIZE=32, backend="pinghu"))
+            }.get(case, {})
+
+
 def forget_decisions(*tuners) -> list:
     """Make the tuners decide again at their next launch (another test may have tuned
     the same key in this process); returns their log lengths now."""

@@ -13,7 +13,7 @@ from mutile.kernels.attention_bwd import flash_attention_backward
 from mutile.kernels.attention_host import prepare
 
 from .attention_kit import (BF16, F16, assert_grads, checkerboard, forget_decisions, head_bias,
-                            misaligned, poisoned_like, qkv, reference_grads)
+                            misaligned, poisoned_like, portable_kwargs, qkv, reference_grads)
 
 EXPLICIT = ["_delta_kernel", "attn_bwd_dkdv_ph_kernel", "attn_bwd_dq_ph_kernel"]
 PORTABLE = ["_delta_kernel", "dkdv_kernel", "dq_kernel"]
@@ -130,11 +130,7 @@ def test_launches_tme_and_sqmma(rng):
 def test_other_arguments_take_the_portable_kernels(rng, case):
     d = 32 if case == "head_dim_32" else 64
     q, k, v, do = qkv(rng, 1, 2, 2, 64, 64, d, F16, n=4)
-    kw = {"varlen": dict(cu_seqlens_q=np.array([0, 30, 64]), cu_seqlens_k=np.array([0, 20, 64])),
-          "block_mask": dict(block_mask=bmk.create_block_mask(bmk.causal_mask, None, None,
-                                                               64, 64, BLOCK_SIZE=32,
-                                                               backend="pinghu"))
-          }.get(case, {})
+    kw = portable_kwargs(case)
     if case == "misaligned_k":
         k = misaligned(k)
     if case == "misaligned_do":

@@ -11,7 +11,7 @@ from mutile.kernels.attention import flash_attention
 from mutile.kernels.attention_host import prepare
 
 from .attention_kit import (ATOL, BF16, F16, check, checkerboard, forget_decisions, head_bias,
-                           misaligned, poisoned_like, qkv)
+                           misaligned, poisoned_like, portable_kwargs, qkv)
 
 CFG = dict(BLOCK_M=128, BLOCK_N=64, STAGES=2, SQUADS=1)
 EXPLICIT = "attn_fwd_ph_kernel"
@@ -91,11 +91,7 @@ def test_standard_score_mod(rng):
 def test_other_arguments_take_the_portable_kernel(rng, case):
     d = 32 if case == "head_dim_32" else 64
     q, k, v = qkv(rng, 1, 2, 2, 64, 64, d, F16)
-    kw = {"varlen": dict(cu_seqlens_q=np.array([0, 30, 64]), cu_seqlens_k=np.array([0, 20, 64])),
-          "block_mask": dict(block_mask=bmk.create_block_mask(bmk.causal_mask, None, None,
-                                                               64, 64, BLOCK_SIZE=32,
-                                                               backend="pinghu"))
-          }.get(case, {})
+    kw = portable_kwargs(case)
     if case == "misaligned":
         k = misaligned(k)
         assert k.ctypes.data % 4 == 2

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from .hoist import loop_spans
 from .values import VR, VIns, VMem
 
 _MOVES = {"ALU.MOV.B32", "ALU.MOV.B64"}
@@ -54,17 +55,6 @@ def _operands(ins: VIns):
             yield o.base, False
         elif isinstance(o, VR):
             yield o, spec.dst
-
-
-def _loops(code: list[VIns]) -> list[tuple[int, int]]:
-    stack, out = [], []
-    for pos, ins in enumerate(code):
-        if ins.loop is not None:
-            if ins.loop[0] == "begin":
-                stack.append(pos)
-            else:
-                out.append((stack.pop(), pos))
-    return out
 
 
 def _mentions(code: list[VIns]) -> dict:
@@ -92,7 +82,7 @@ def _tail(code: list[VIns], begin: int, end: int) -> list[int]:
 
 def _candidate(code: list[VIns], pinned: set):
     """(carrier, version, move position) of one coalescible back-edge move, or None."""
-    loops = _loops(code)
+    loops = loop_spans(code)
     seen = None
     for begin, end in loops:
         for m in _tail(code, begin, end):

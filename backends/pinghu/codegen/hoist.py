@@ -44,7 +44,7 @@ def hoist(code: list[VIns]) -> list[VIns]:
             if ins.row is not None:
                 for v in _writes(ins):
                     defs[v] = defs.get(v, 0) + 1
-        for begin, end in _loops(code):
+        for begin, end in loop_spans(code):
             inside = code[begin + 1:end]
             defined_in = {v for ins in inside if ins.row is not None for v in _writes(ins)}
             ident = code[begin].loop[1]
@@ -68,7 +68,7 @@ def hoist(code: list[VIns]) -> list[VIns]:
     return code
 
 
-def _loops(code: list[VIns]) -> list[tuple[int, int]]:
+def loop_spans(code: list[VIns]) -> list[tuple[int, int]]:
     """(begin, end) marker positions of every loop, innermost first."""
     stack, out = [], []
     for pos, ins in enumerate(code):
