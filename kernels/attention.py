@@ -182,7 +182,7 @@ def flash_attention(q, k, v, *, causal=False, sm_scale=None, score_mod=None, mas
 def run_forward(a: AttnArgs, out, lse):
     """Launch the forward kernel on checked arguments, writing ``out`` and ``lse``: on
     pinghu the explicit TME/SQMMA kernel (``attention_pinghu``) when it takes them."""
-    if attention_pinghu.supports(a):
+    if attention_pinghu.supports(a, out):
         attention_pinghu.run(a, out, lse)
         return
     bm, bn = pick_blocks(a)

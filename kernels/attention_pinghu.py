@@ -1,11 +1,11 @@
 """FlashAttention forward, explicitly on Pinghu's engines (``mutile.language.pinghu``).
 
 The structure of FlashAttention-3 on Pinghu's vocabulary. One program owns
-``BLOCK_M = 64 * SQUADS`` query rows of one (batch, head); its warps are split
-(``ph.warp_specialize``) into
+``BLOCK_M`` query rows of one (batch, head), ``BLOCK_M / SQUADS`` per consumer WarpSquad;
+its warps are split (``ph.warp_specialize``) into
 
-- one **producer warp**: TME-loads the program's Q rows once (a 64-row box per squad, on
-  the ``q_bar`` barrier) and then, for every key block the program can see (causal and
+- one **producer warp**: TME-loads the program's Q rows once (a box per squad, on the
+  ``q_bar`` barrier) and then, for every key block the program can see (causal and
   window limits come from :func:`kernels.attention.kv_bounds`), waits until a stage of the
   K/V ring is empty and TME-loads that block's K and V boxes into it, counting their bytes
   on the stage's ``full`` barrier;
@@ -18,8 +18,9 @@ The structure of FlashAttention-3 on Pinghu's vocabulary. One program owns
   from ``p_s`` and the V stage. After its last SQMMA on a stage a squad arrives on the stage's
   ``empty`` barrier (which counts every consumer warp).
 
-The epilogue divides by the row sums and stores O and the natural-log lse with pointer
-stores (rows past ``seq_q`` are dropped; a row that sees no key gives 0 and -inf, as the
+The epilogue divides by the row sums, stages O in the squad's Q buffer (its last SQMMA
+has read Q) and TME-stores it (rows past ``seq_q`` are dropped), and stores the
+natural-log lse with a pointer store (a row that sees no key gives 0 and -inf, as the
 portable kernel). Q/K/V boxes past the sequence read zeros (TME's out-of-bounds fill),
 and their keys are masked by ``j < seq_k``.
 
@@ -45,8 +46,9 @@ def producer(q_desc, k_desc, v_desc, q_s, k_s, v_s, q_bar, full, empty, start_m,
              WINDOW: ml.constexpr):
     """One warp: Q once, then the K and V boxes of every visible key block, ``STAGES``
     blocks ahead of the consumers."""
-    ph.barrier_expect_tx(q_bar, BLOCK_M * q_s.shape[1] * q_s.dtype.itemsize)
-    ph.tme_load(q_desc, [start_m * BLOCK_M, 0], q_s, q_bar)
+    ph.barrier_expect_tx(q_bar, BLOCK_M * q_s.shape[2] * q_s.dtype.itemsize)
+    for i in ml.static_range(0, q_s.shape[0]):
+        ph.tme_load(q_desc, [start_m * BLOCK_M + i * q_s.shape[1], 0], q_s[i], q_bar)
     lo, hi = kv_bounds(start_m, seq_k, shift, left, right, BLOCK_M, BLOCK_N, CAUSAL, WINDOW)
     load_ring(k_desc, v_desc, k_s, v_s, full, empty, lo, BLOCK_N, ml.cdiv(hi - lo, BLOCK_N),
               0, STAGES)
@@ -156,24 +158,25 @@ def kv_loop(q, k_s, v_s, p_buf, full, empty, acc, m_i, l_i, j0, j1, lo, rows, of
 
 
 @mutile.jit
-def consumer(q_s, k_s, v_s, p_s, q_bar, full, empty, Out, Lse, Slopes, b, h, bq, start_m,
-             seq_q, seq_k, shift, left, right, sm_scale, softcap, s_ob, s_oh, s_om, s_lb,
-             s_lh, s_ab, HEAD_DIM: ml.constexpr, BLOCK_M: ml.constexpr,
-             BLOCK_N: ml.constexpr, STAGES: ml.constexpr, CAUSAL: ml.constexpr,
+def consumer(q_s, k_s, v_s, p_s, q_bar, full, empty, o_desc, Lse, Slopes, b, h, bq,
+             start_m, row0, seq_q, seq_k, shift, left, right, sm_scale, softcap, s_lb, s_lh, s_ab,
+             HEAD_DIM: ml.constexpr, BLOCK_M: ml.constexpr, BLOCK_N: ml.constexpr,
+             STAGES: ml.constexpr, SQUAD_M: ml.constexpr, CAUSAL: ml.constexpr,
              WINDOW: ml.constexpr, SOFTCAP: ml.constexpr, ALIBI: ml.constexpr,
              SCORE_MOD: ml.constexpr, MASK_MOD: ml.constexpr, score_mod, mask_mod):
-    """The WarpSquads (64 query rows each): ``BLOCK_M`` query rows against every visible
-    key block, then the epilogue (see the module doc)."""
-    rows = start_m * BLOCK_M + ml.arange(0, BLOCK_M)
+    """One WarpSquad: its ``SQUAD_M`` query rows from ``row0`` (of the program's
+    ``BLOCK_M``) against every key block the program sees, then the epilogue (see the
+    module doc)."""
+    rows = row0 + ml.arange(0, SQUAD_M)
     offs_n = ml.arange(0, BLOCK_N)
     slope = 0.0
     if ALIBI:
         slope = ml.load(Slopes + b * s_ab + h)
     lo, hi = kv_bounds(start_m, seq_k, shift, left, right, BLOCK_M, BLOCK_N, CAUSAL, WINDOW)
     n = ml.cdiv(hi - lo, BLOCK_N)
-    m_i = ml.full([BLOCK_M], -float("inf"), ml.float32)
-    l_i = ml.zeros([BLOCK_M], ml.float32)
-    acc = ml.zeros([BLOCK_M, HEAD_DIM], ml.float32)
+    m_i = ml.full([SQUAD_M], -float("inf"), ml.float32)
+    l_i = ml.zeros([SQUAD_M], ml.float32)
+    acc = ml.zeros([SQUAD_M, HEAD_DIM], ml.float32)
     q = q_s
     p_buf = p_s
     ph.barrier_wait(q_bar, 0)
@@ -188,12 +191,13 @@ def consumer(q_s, k_s, v_s, p_s, q_bar, full, empty, Out, Lse, Slopes, b, h, bq,
                             right, BLOCK_N, STAGES, CAUSAL, WINDOW, SOFTCAP, ALIBI, SCORE_MOD,
                             MASK_MOD, True, score_mod, mask_mod)
     out = acc / ml.where(l_i == 0.0, 1.0, l_i)[:, None]
-    offs_d = ml.arange(0, HEAD_DIM)
+    q_s.store(out.to(q_s.dtype))        # the last SQMMA has read Q: its buffer stages O
+    ph.fence_shared()
+    ph.tme_store(o_desc, [row0, 0], q_s)
     ok = rows < seq_q
-    ml.store(Out + bq * s_ob + h * s_oh + rows[:, None] * s_om + offs_d[None, :],
-             out.to(Out.dtype.element_ty), mask=ok[:, None])
     lse = ml.where(l_i == 0.0, -float("inf"), (m_i + ml.log2(l_i)) / LOG2E)
     ml.store(Lse + bq * s_lb + h * s_lh + rows, lse, mask=ok)
+    ph.tme_store_wait()
 
 
 def build_kernel(score_mod, mask_mod):
@@ -214,6 +218,7 @@ def build_kernel(score_mod, mask_mod):
         """Grid (batch * heads, cdiv(seq_q, BLOCK_M)); 4 * SQUADS + 1 warps. Programs
         run the last query blocks first (under causal masking the longest: blocks of
         like length then share a wave, the longest-first order of FlashAttention-2)."""
+        SQUAD_M: ml.constexpr = BLOCK_M // SQUADS
         bh = ml.program_id(0)
         start_m = ml.num_programs(1) - 1 - ml.program_id(1)
         b = bh // heads
@@ -222,27 +227,46 @@ def build_kernel(score_mod, mask_mod):
         shift = seq_k - seq_q
         q_desc = ml.make_tensor_descriptor(Q + b * s_qb + h * s_qh, shape=[seq_q, HEAD_DIM],
                                            strides=[s_qm, 1],
-                                           block_shape=[BLOCK_M, HEAD_DIM])
+                                           block_shape=[SQUAD_M, HEAD_DIM])
         k_desc = ml.make_tensor_descriptor(K + b * s_kb + hk * s_kh, shape=[seq_k, HEAD_DIM],
                                            strides=[s_kn, 1], block_shape=[BLOCK_N, HEAD_DIM])
         v_desc = ml.make_tensor_descriptor(V + b * s_kb + hk * s_kh, shape=[seq_k, HEAD_DIM],
                                            strides=[s_kn, 1], block_shape=[BLOCK_N, HEAD_DIM])
-        q_s = ph.alloc_shared((BLOCK_M, HEAD_DIM), q_desc.dtype, swizzle=64)
+        o_desc = ml.make_tensor_descriptor(Out + b * s_ob + h * s_oh, shape=[seq_q, HEAD_DIM],
+                                           strides=[s_om, 1],
+                                           block_shape=[SQUAD_M, HEAD_DIM])
+        q_s = ph.alloc_shared((SQUADS, SQUAD_M, HEAD_DIM), q_desc.dtype, swizzle=64)
         k_s = ph.alloc_shared((STAGES, BLOCK_N, HEAD_DIM), q_desc.dtype, swizzle=64)
         v_s = ph.alloc_shared((STAGES, BLOCK_N, HEAD_DIM), q_desc.dtype, swizzle=64)
-        p_s = ph.alloc_shared((BLOCK_M, BLOCK_N), q_desc.dtype, swizzle=16)
+        p_s = ph.alloc_shared((SQUADS, SQUAD_M, BLOCK_N), q_desc.dtype, swizzle=16)
         q_bar = ph.alloc_barrier(arrive_warps=1)
         full = ph.alloc_barriers(STAGES, arrive_warps=1)
         empty = ph.alloc_barriers(STAGES, arrive_warps=4 * SQUADS)
-        ph.warp_specialize([
-            (consumer, (q_s, k_s, v_s, p_s, q_bar, full, empty, Out, Lse, Slopes, b, h, b,
-                        start_m, seq_q, seq_k, shift, left, right, sm_scale, softcap, s_ob,
-                        s_oh, s_om, s_lb, s_lh, s_ab, HEAD_DIM, BLOCK_M, BLOCK_N, STAGES,
-                        CAUSAL, WINDOW, SOFTCAP, ALIBI, SCORE_MOD, MASK_MOD, smod,
-                        mmod), 4 * SQUADS),
-            (producer, (q_desc, k_desc, v_desc, q_s, k_s, v_s, q_bar, full, empty, start_m,
-                        seq_k, shift, left, right, BLOCK_M, BLOCK_N, STAGES, CAUSAL, WINDOW),
-             1)])
+        if SQUADS == 1:
+            ph.warp_specialize([
+                (consumer, (q_s[0], k_s, v_s, p_s[0], q_bar, full, empty, o_desc, Lse, Slopes,
+                            b, h, b, start_m, start_m * BLOCK_M, seq_q, seq_k, shift, left,
+                            right, sm_scale, softcap, s_lb, s_lh, s_ab,
+                            HEAD_DIM, BLOCK_M, BLOCK_N, STAGES, SQUAD_M, CAUSAL, WINDOW, SOFTCAP, ALIBI, SCORE_MOD,
+                            MASK_MOD, smod, mmod), 4),
+                (producer, (q_desc, k_desc, v_desc, q_s, k_s, v_s, q_bar, full, empty, start_m,
+                            seq_k, shift, left, right, BLOCK_M, BLOCK_N, STAGES, CAUSAL,
+                            WINDOW), 1)])
+        else:      # one partition per squad: their softmax and SQMMAs interleave
+            ph.warp_specialize([
+                (consumer, (q_s[0], k_s, v_s, p_s[0], q_bar, full, empty, o_desc, Lse, Slopes,
+                            b, h, b, start_m, start_m * BLOCK_M, seq_q, seq_k, shift, left,
+                            right, sm_scale, softcap, s_lb, s_lh, s_ab,
+                            HEAD_DIM, BLOCK_M, BLOCK_N, STAGES, SQUAD_M, CAUSAL, WINDOW, SOFTCAP, ALIBI, SCORE_MOD,
+                            MASK_MOD, smod, mmod), 4),
+                (consumer, (q_s[1], k_s, v_s, p_s[1], q_bar, full, empty, o_desc, Lse, Slopes,
+                            b, h, b, start_m, start_m * BLOCK_M + SQUAD_M, seq_q, seq_k,
+                            shift, left, right, sm_scale, softcap, s_lb, s_lh, s_ab,
+                            HEAD_DIM, BLOCK_M, BLOCK_N, STAGES, SQUAD_M, CAUSAL, WINDOW, SOFTCAP, ALIBI, SCORE_MOD,
+                            MASK_MOD, smod, mmod), 4),
+                (producer, (q_desc, k_desc, v_desc, q_s, k_s, v_s, q_bar, full, empty, start_m,
+                            seq_k, shift, left, right, BLOCK_M, BLOCK_N, STAGES, CAUSAL,
+                            WINDOW), 1)])
 
     return attn_fwd_ph_kernel
 
@@ -259,25 +283,27 @@ def tme_aligned(x) -> bool:
             and x.strides[3] == x.itemsize and x.shape[3] * x.itemsize >= 32)
 
 
-def supports(a) -> bool:
-    """Whether the explicit kernel takes these checked arguments: the pinghu backend
-    (given or ``MUTILE_BACKEND``), fp16/bf16, head dim 64
+def supports(a, out=None) -> bool:
+    """Whether the explicit kernel takes these checked arguments (and output ``out``,
+    when given): the pinghu backend (given or ``MUTILE_BACKEND``), fp16/bf16, head dim 64
     or 128, dense batches (no cu_seqlens), no block mask, TME-aligned arrays. Every
     other option (causal, window, softcap, alibi, score/mask mods, GQA) it supports."""
     from mutile.runtime.jit import default_backend
     if (a.backend or default_backend()) != "pinghu":
         return False
     return (a.q.dtype.itemsize == 2 and a.head_dim in (64, 128) and not a.varlen
-            and a.block_mask is None and all(tme_aligned(x) for x in (a.q, a.k, a.v)))
+            and a.block_mask is None and all(tme_aligned(x) for x in (a.q, a.k, a.v))
+            and (out is None or tme_aligned(out)))
 
 
 def _space() -> list:
-    """The tuned configs: 128 query rows on one squad with 64- or 32-key blocks, two or
-    three stages, or 256 rows on two squads (docs/templates.md compares them)."""
+    """The tuned configs: 128 query rows on one squad with 64- or 32-key blocks and two or
+    three stages, or 256 rows on two squads, one partition each (their softmax and
+    SQMMAs interleave), with 32- or 64-key blocks (docs/templates.md compares them)."""
     return [mutile.Config(dict(BLOCK_M=bm, BLOCK_N=bn, STAGES=stages, SQUADS=squads),
-                          num_warps=4 * squads)
+                          num_warps=4)
             for bm, bn, stages, squads in ((128, 64, 2, 1), (128, 64, 3, 1), (128, 32, 2, 1),
-                                           (256, 64, 2, 2))]
+                                           (256, 32, 2, 2), (256, 32, 3, 2), (256, 64, 2, 2))]
 
 
 def shared_bytes(kw: dict, head_dim: int) -> int:
@@ -334,4 +360,4 @@ def run(a, out, lse, config=None):
         raise ValueError(f"config must give BLOCK_M, BLOCK_N, STAGES and SQUADS, got "
                          f"{sorted(config)}")
     kernel_for(a.score_mod, a.mask_mod)[grid(config)](*args, **kw, **config,
-                                                      num_warps=4 * config["SQUADS"])
+                                                      num_warps=4)

@@ -14,6 +14,7 @@ from .types import BarrierType, DescType, ScalarType, SharedType, TileType
 
 _ISA = machines.default()
 SHARED_BYTES = _ISA.value("isa", "shared_bytes")      # per block (192 KiB)
+REGISTER_FILE = _ISA.value("device", "register_file")  # 32-bit registers per MP
 SQUAD_THREADS = _ISA.value("isa", "warp_size") * _ISA.value("isa", "squad_warps")  # 128
 BARRIER_IDS = _ISA.value("isa", "barrier_ids")        # AsyncBarrier ids per block ...
 USABLE_BARRIERS = BARRIER_IDS - _ISA.value("isa", "reserved_barriers")   # ... the last reserved

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from mutile.errors import CompilationError
 from mutile.ir import types as T
+from mutile.ir.ops_pinghu import REGISTER_FILE
 from mutile.ir.types import DescType, PointerType, TileType
 
 from ..isa.operands import CBank, IntImm, SReg
@@ -125,10 +126,18 @@ def _generate(module, options: dict) -> Program:
     if not cg.code or cg.code[-1].row is None or cg.code[-1].row.mnemonic != "EXIT":
         cg.emit("EXIT")
     prog = build_program(func.name, params, cg.code, cg.threads, cg.shared_top, func.loc,
-                         pinned=(tid,), budget=int(options.get("maxnreg") or 255))
+                         pinned=(tid,), budget=register_budget(cg.threads, options))
     prog.debug = {"prints": cg.prints, "asserts": cg.asserts}
     prog.__dict__["_scratch_top"] = getattr(cg, "scratch_top", 0)
     return prog
+
+
+def register_budget(threads: int, options: dict) -> int:
+    """Registers per thread: ``maxnreg`` (255 by default), but no more than let one block
+    of ``threads`` fit the MP's register file (the machine file's ``register_file``; a
+    block that needs more could not be resident, so it could not launch)."""
+    fit = REGISTER_FILE // threads
+    return min(int(options.get("maxnreg") or 255), fit)
 
 
 def _load_param(cg: Codegen, t, p: Param):

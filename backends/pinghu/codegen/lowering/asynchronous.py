@@ -314,9 +314,65 @@ def lower_shared_store(cg: Codegen, op) -> None:
     shape = s.ty.shape
     v = cg.materialize(val if isinstance(val, TileVal) else
                        Uniform(val.src, shape, val.ty))
+    if _chunks(cg, s, shape):
+        _store_chunks(cg, s, shape, v)
+        return
     addr = _element_addresses(cg, s, shape)
     cg.emit(f"LSU.ST.SHARED.{STORE_TYPE[s.ty.element.bits]}", VMem(addr.run()), v.run(),
             guard=cg.owner_pred(shape))
+
+
+CHUNK = 16                  # bytes of one LSU.*.SHARED.B128 element
+
+
+def _chunks(cg: Codegen, s: SmemVal, shape: tuple) -> int:
+    """How many 16-byte chunks this thread's elements of a whole-buffer tile make, or 0
+    when they are not whole chunks. The block layout gives a thread ``E`` consecutive
+    elements, so ``E * size`` bytes from a multiple of them; a buffer (or a stage of one)
+    starts 16-byte aligned when its size is a multiple of 16 (buffers are 256-byte
+    aligned, stages a multiple of their size apart), and a swizzle permutes units of at
+    least 16 bytes inside 256-byte lines, so a chunk stays contiguous."""
+    lay = cg.layout(shape)
+    size = s.ty.element.itemsize
+    if lay.replicated or size not in (2, 4) or lay.E * size % CHUNK or s.ty.nbytes % CHUNK:
+        return 0
+    return lay.E * size // CHUNK
+
+
+def _chunk_addresses(cg: Codegen, s: SmemVal, shape: tuple, n: int) -> VR:
+    """Physical byte addresses of this thread's ``n`` 16-byte chunks (swizzled)."""
+    first = cg.vreg(1)
+    cg.emit("ALU.SHL.B32", VR(first, 0, 1), cg.tid, IntImm(log2(n * CHUNK)))
+    addr = VR(cg.vreg(n), 0, n)
+    cg.emit("ALU.IOTA.S32", addr, VR(first, 0, 1), IntImm(CHUNK))
+    cg.emit("ALU.IADD.S32", addr, addr, cg.operand(s.addr))
+    g = s.ty.swizzle
+    if g:
+        t = VR(cg.vreg(n), 0, n)
+        cg.emit("ALU.SHR.U32", t, addr, IntImm(8))
+        cg.emit("ALU.LOP.AND.B32", t, t, IntImm(256 // g - 1))
+        cg.emit("ALU.SHL.B32", t, t, IntImm(log2(g)))
+        cg.emit("ALU.LOP.XOR.B32", addr, addr, t)
+    return addr
+
+
+def _store_chunks(cg: Codegen, s: SmemVal, shape: tuple, v: TileVal) -> None:
+    """The store as one ``LSU.ST.SHARED.B128`` per 16-byte chunk: 32-bit elements from
+    a quad-aligned copy of the run, 16-bit ones packed two to a register
+    (``ALU.PACK.B16``) into one quad per chunk."""
+    n = _chunks(cg, s, shape)
+    addr = _chunk_addresses(cg, s, shape, n)
+    if s.ty.element.itemsize == 4:
+        src = VR(cg.vreg(4 * n, 4), 0, 4 * n)
+        cg.emit("ALU.MOV.B32", src, v.run())
+        cg.emit("LSU.ST.SHARED.B128", VMem(addr), src)
+        return
+    for c in range(n):
+        quad = cg.vreg(4, 4)
+        for j in range(4):
+            e = 8 * c + 2 * j
+            cg.emit("ALU.PACK.B16", VR(quad, j, 1), VR(v.vreg, e, 1), VR(v.vreg, e + 1, 1))
+        cg.emit("LSU.ST.SHARED.B128", VMem(VR(addr.v, c, 1)), VR(quad, 0, 4))
 
 
 # ---------------------------------------------------------------- warp specialization
@@ -326,10 +382,15 @@ def lower_warp_specialize(cg: Codegen, op) -> None:
         cg.fail("ph.warp_specialize cannot nest")
     warps = list(op.attrs["warps"])
     done = cg.label("L_ws_done")
-    first = 0
     outer_tid, outer_threads = cg.tid, cg.threads
     cg.emit("SSY", label_ref(done))
-    for i, (w, region) in enumerate(zip(warps, op.regions)):
+    # The partitions' code runs last partition first: a value of the kernel's prologue
+    # that only a later partition reads (a producer's TME descriptors) then dies before
+    # the first partition's code (the consumers', where the tiles are), whose threads
+    # never read it; the register allocator sees code order, not which threads run it.
+    starts = [sum(warps[:i]) for i in range(len(warps))]
+    for i in reversed(range(len(warps))):
+        w, region, first = warps[i], op.regions[i], starts[i]
         nxt = cg.label("L_ws_next")
         inside = cg.vreg(1, kind="P")
         lo, hi = first * 32, (first + w) * 32
@@ -348,7 +409,6 @@ def lower_warp_specialize(cg: Codegen, op) -> None:
         cg.loc = op.loc
         cg.emit("SYNC")
         cg.place(nxt)
-        first += w
     cg.emit("SYNC")
     cg.place(done)
 

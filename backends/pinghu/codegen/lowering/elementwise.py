@@ -15,7 +15,7 @@ from ...isa.operands import RZ, FloatImm, IntImm, Reg, SReg
 from .. import recipe
 from ..context import (Codegen, cvt_name, element, helper, is_narrow_float, isa_int, lowers,
                        width)
-from ..recipe import Bits, Const
+from ..recipe import Bits, Const, Node
 from ..values import VP, VR, TileVal, Uniform, log2, numel
 
 _FLOAT = {"add": "ALU.FADD", "sub": "ALU.FSUB", "mul": "ALU.FMUL", "div": "ALU.FDIV",
@@ -203,10 +203,38 @@ def lower_cmp(cg: Codegen, op) -> None:
     a, b = (cg.as_uniform(cg.get(v)) for v in op.operands)
     t = element(op.operands[0].type)
     out, shape, uni = _result(cg, op, [a, b])
-    compare(cg, op.attrs["pred"], a, b, t, out)
-    if not uni and not t.is_floating():
-        out.recipe = recipe.combine("cmp", [a, b], t, {"pred": op.attrs["pred"]})
+    r = None if uni or t.is_floating() else \
+        recipe.combine("cmp", [a, b], t, {"pred": op.attrs["pred"]})
+    if r is not None and out.E > CMP_CHUNK:
+        by_chunks(cg, r, shape, out)
+    else:
+        compare(cg, op.attrs["pred"], a, b, t, out)
+    out.recipe = r
     _finish(cg, op, out, shape, uni)
+
+
+CMP_CHUNK = 16      # elements of index arithmetic a chunked comparison holds at once
+
+
+def by_chunks(cg: Codegen, r, shape: tuple, out: TileVal) -> None:
+    """``out`` = the i1 recipe ``r`` (a comparison, or a logic op over them), evaluated ``CMP_CHUNK`` elements at a time
+    into one predicate run: its index arithmetic then needs ``CMP_CHUNK`` registers
+    instead of a whole tile's (the operand tiles, left unread, are dropped), which
+    matters where a mask is built beside large live tiles (attention's scores and
+    accumulator)."""
+    p = cg.vreg(out.E, kind="P")
+    first = cg.vreg(1)
+    cg.emit("ALU.SHL.B32", VR(first, 0, 1), cg.tid, IntImm(log2(out.E)))
+    for c in range(0, out.E, CMP_CHUNK):
+        idx = TileVal(cg.vreg(CMP_CHUNK), shape, T.i32, CMP_CHUNK, 1)
+        cg.emit("ALU.IOTA.S32", idx.run(), VR(first, 0, 1), IntImm(1))
+        if c:
+            cg.emit("ALU.IADD.S32", idx.run(), idx.run(), IntImm(c))
+        m = emit_recipe(cg, r, shape, T.i1, index=idx)
+        part = cg.pred_of(m)
+        cg.emit("ALU.PLOP.AND", VP(p, c, CMP_CHUNK), part, part)
+    cg.emit("ALU.P2R.B32", out.run(), VP(p, 0, out.E))
+    out.pred = VP(p, 0, out.E)
 
 
 @lowers(*_SFU, "floor", "ceil")
@@ -404,6 +432,12 @@ def emit_recipe(cg, r, shape: tuple, ty, index: TileVal | None = None):
     """Evaluate recipe ``r`` in the block layout of ``shape``: a TileVal of type ``ty``
     (carrying the recipe again, so it can move on). With ``index`` (an i32 run of flat
     indices, e.g. every 4th element's), evaluate it at those indices instead."""
+    if index is None and ty == T.i1 and isinstance(r, Node) and \
+            cg.layout(shape).E > CMP_CHUNK and not cg.layout(shape).replicated:
+        out = cg.new_tile(shape, T.i1)
+        by_chunks(cg, r, shape, out)
+        out.recipe = r
+        return out
     cache: dict = {}
     if index is not None:
         cache["idx"] = index

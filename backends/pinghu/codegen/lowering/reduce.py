@@ -41,6 +41,7 @@ from ...isa.operands import FloatImm, IntImm
 
 ARG_KINDS = ("argmax", "argmin")
 CHUNK = 32          # registers of slots a thread loads from shared memory at once
+TREE_CAP = 8        # elements of a tree's temporary run over a source it may not overwrite
 
 
 # ---------------------------------------------------------------- planes and combines
@@ -114,6 +115,16 @@ def tree(cg: Codegen, comb: Combine, src: Planes, k: int, m: int, owned: bool) -
     if k == 1:
         return src.part(0, m)
     h = k // 2
+    if not owned and h * m > 2 * TREE_CAP and TREE_CAP >= 2 * m:
+        # a long source folds into a TREE_CAP-element run chunk after chunk: a few more
+        # instructions than halving, and a temporary of TREE_CAP registers instead of
+        # half the source (a softmax's row max beside its scores and accumulator)
+        h = TREE_CAP // m
+        dst = new_planes(cg, src.widths, h * m)
+        comb.emit(cg, dst, src.part(0, h * m), src.part(h * m, h * m))
+        for i in range(2 * h, k, h):
+            comb.emit(cg, dst, dst, src.part(i * m, h * m))
+        return tree(cg, comb, dst, h, m, True)
     dst = src.part(0, h * m) if owned else new_planes(cg, src.widths, h * m)
     comb.emit(cg, dst, src.part(0, h * m), src.part(h * m, h * m))
     while h > 1:
