@@ -242,31 +242,23 @@ def build_kernel(score_mod, mask_mod):
         q_bar = ph.alloc_barrier(arrive_warps=1)
         full = ph.alloc_barriers(STAGES, arrive_warps=1)
         empty = ph.alloc_barriers(STAGES, arrive_warps=4 * SQUADS)
+        first = (consumer, (q_s[0], k_s, v_s, p_s[0], q_bar, full, empty, o_desc, Lse, Slopes,
+                            b, h, b, start_m, start_m * BLOCK_M, seq_q, seq_k, shift, left,
+                            right, sm_scale, softcap, s_lb, s_lh, s_ab, HEAD_DIM, BLOCK_M,
+                            BLOCK_N, STAGES, SQUAD_M, CAUSAL, WINDOW, SOFTCAP, ALIBI,
+                            SCORE_MOD, MASK_MOD, smod, mmod), 4)
+        ring = (producer, (q_desc, k_desc, v_desc, q_s, k_s, v_s, q_bar, full, empty, start_m,
+                           seq_k, shift, left, right, BLOCK_M, BLOCK_N, STAGES, CAUSAL,
+                           WINDOW), 1)
         if SQUADS == 1:
-            ph.warp_specialize([
-                (consumer, (q_s[0], k_s, v_s, p_s[0], q_bar, full, empty, o_desc, Lse, Slopes,
-                            b, h, b, start_m, start_m * BLOCK_M, seq_q, seq_k, shift, left,
-                            right, sm_scale, softcap, s_lb, s_lh, s_ab,
-                            HEAD_DIM, BLOCK_M, BLOCK_N, STAGES, SQUAD_M, CAUSAL, WINDOW, SOFTCAP, ALIBI, SCORE_MOD,
-                            MASK_MOD, smod, mmod), 4),
-                (producer, (q_desc, k_desc, v_desc, q_s, k_s, v_s, q_bar, full, empty, start_m,
-                            seq_k, shift, left, right, BLOCK_M, BLOCK_N, STAGES, CAUSAL,
-                            WINDOW), 1)])
+            ph.warp_specialize([first, ring])
         else:      # one partition per squad: their softmax and SQMMAs interleave
-            ph.warp_specialize([
-                (consumer, (q_s[0], k_s, v_s, p_s[0], q_bar, full, empty, o_desc, Lse, Slopes,
-                            b, h, b, start_m, start_m * BLOCK_M, seq_q, seq_k, shift, left,
-                            right, sm_scale, softcap, s_lb, s_lh, s_ab,
-                            HEAD_DIM, BLOCK_M, BLOCK_N, STAGES, SQUAD_M, CAUSAL, WINDOW, SOFTCAP, ALIBI, SCORE_MOD,
-                            MASK_MOD, smod, mmod), 4),
-                (consumer, (q_s[1], k_s, v_s, p_s[1], q_bar, full, empty, o_desc, Lse, Slopes,
-                            b, h, b, start_m, start_m * BLOCK_M + SQUAD_M, seq_q, seq_k,
-                            shift, left, right, sm_scale, softcap, s_lb, s_lh, s_ab,
-                            HEAD_DIM, BLOCK_M, BLOCK_N, STAGES, SQUAD_M, CAUSAL, WINDOW, SOFTCAP, ALIBI, SCORE_MOD,
-                            MASK_MOD, smod, mmod), 4),
-                (producer, (q_desc, k_desc, v_desc, q_s, k_s, v_s, q_bar, full, empty, start_m,
-                            seq_k, shift, left, right, BLOCK_M, BLOCK_N, STAGES, CAUSAL,
-                            WINDOW), 1)])
+            ph.warp_specialize([first, (consumer, (
+                q_s[1], k_s, v_s, p_s[1], q_bar, full, empty, o_desc, Lse, Slopes, b, h, b,
+                start_m, start_m * BLOCK_M + SQUAD_M, seq_q, seq_k, shift, left, right,
+                sm_scale, softcap, s_lb, s_lh, s_ab, HEAD_DIM, BLOCK_M, BLOCK_N, STAGES,
+                SQUAD_M, CAUSAL, WINDOW, SOFTCAP, ALIBI, SCORE_MOD, MASK_MOD, smod, mmod), 4),
+                ring])
 
     return attn_fwd_ph_kernel
 

@@ -156,9 +156,12 @@ def lower_binary(cg: Codegen, op) -> None:
     t = element(op.operands[0].type)
     if t.is_bool() and op.name in ("and", "or", "xor") and _has_pred(a) and _has_pred(b) \
             and cg.options.get("_cache_preds", True):
-        logic_i1(cg, op.name, a, b, out)
-        if not uni:
-            out.recipe = recipe.combine(op.name, [a, b], t)
+        r = None if uni else recipe.combine(op.name, [a, b], t)
+        if r is not None and out.E > CMP_CHUNK:      # (the operands' predicates go unread)
+            by_chunks(cg, r, shape, out)
+        else:
+            logic_i1(cg, op.name, a, b, out)
+        out.recipe = r
         _finish(cg, op, out, shape, uni)
         return
     binary(cg, op.name, a, b, t, out)
