@@ -39,6 +39,23 @@ def test_dense_ragged(rng, dtype, d, causal):
     check(o, lse, q, k, v, causal=causal)
 
 
+@pytest.mark.parametrize("config", aph._space(), ids=lambda c: "x".join(
+    str(c.kwargs[k]) for k in ("BLOCK_M", "BLOCK_N", "STAGES", "SQUADS")))
+@pytest.mark.parametrize("opt", ["plain", "causal", "window_gqa"])
+def test_every_config_gives_the_answer(rng, config, opt):
+    """Each config of the tuned space, launched directly (two-squad configs run a
+    partition per squad, the second squad's rows from 128 on): ragged seq_q != seq_k past
+    256 queries, d128, into NaN-poisoned outputs."""
+    kw = {"plain": {}, "causal": dict(causal=True),
+          "window_gqa": dict(window=(70, 20), enable_gqa=True)}[opt]
+    q, k, v = qkv(rng, 1, 2, 1 if opt == "window_gqa" else 2, 300, 333, 128, BF16)
+    a = prepare(q, k, v, backend="pinghu", **kw)
+    out = poisoned_like(q)
+    lse = np.full(q.shape[:3], np.nan, np.float32)
+    aph.run(a, out, lse, config=dict(config.kwargs))
+    check(out, lse, q, k, v, **{n: x for n, x in kw.items() if n != "enable_gqa"})
+
+
 def test_causal_long_sequence_two_heads(rng):
     """Seq 1024 causal on 2 heads: the last query blocks of both heads loop longest, alone,
     with their loop state in spill slots (this once looped forever: the interpreter lost
