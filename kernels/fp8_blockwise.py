@@ -239,8 +239,9 @@ def fp8_gemm_blockwise(a, a_scale, b, b_scale, out_dtype=None, out=None, backend
     of it; ``persistent``: programs per core (0: one per tile). ``explicit`` (default:
     on pinghu when the rows are 4-byte aligned): the warp-specialized ``ph`` kernel
     instead of the portable one (``block_n`` <= 128 then: one weight scale per tile and K
-    block). ``num_warps`` defaults to 16 (explicit: the accumulator, the partial and the
-    scales stay in registers without spilling) or 8. With none of ``block_m``,
+    block). ``num_warps`` defaults to 8 (explicit: 8 consumer warps and the producer
+    get 227 registers a thread; at 16 consumer warps a block's 544 threads get at most
+    120, as the MP's register file holds 65,536, and the accumulator and partial spill). With none of ``block_m``,
     ``block_n``, ``persistent``, ``num_warps``, ``num_stages`` given, the config is the
     autotuner's (``ws_tuned`` / ``portable_tuned``, keyed on M, N, K)."""
     import ml_dtypes
@@ -307,7 +308,7 @@ def fp8_gemm_blockwise(a, a_scale, b, b_scale, out_dtype=None, out=None, backend
         (ws_tuned if explicit else portable_tuned)[tuned_grid](*args, backend=backend,
                                                                **launch)
         return out
-    num_warps = num_warps or (16 if explicit else 8)
+    num_warps = num_warps or 8
     if explicit:
         fp8_blockwise_ws_kernel[grid](*args, BM=block_m, BN=block_n, GROUP_M=group_m,
                                       STAGES=num_stages, NUM_WARPS=num_warps,
