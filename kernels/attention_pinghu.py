@@ -159,8 +159,8 @@ def kv_loop(q, k_s, v_s, p_buf, full, empty, acc, m_i, l_i, j0, j1, lo, rows, of
 
 @mutile.jit
 def consumer(q_s, k_s, v_s, p_s, q_bar, full, empty, o_desc, Lse, Slopes, b, h, bq,
-             start_m, row0, seq_q, seq_k, shift, left, right, sm_scale, softcap, s_lb, s_lh, s_ab,
-             HEAD_DIM: ml.constexpr, BLOCK_M: ml.constexpr, BLOCK_N: ml.constexpr,
+             start_m, row0, seq_q, seq_k, shift, left, right, sm_scale, softcap, s_lb, s_lh,
+             s_ab, HEAD_DIM: ml.constexpr, BLOCK_M: ml.constexpr, BLOCK_N: ml.constexpr,
              STAGES: ml.constexpr, SQUAD_M: ml.constexpr, CAUSAL: ml.constexpr,
              WINDOW: ml.constexpr, SOFTCAP: ml.constexpr, ALIBI: ml.constexpr,
              SCORE_MOD: ml.constexpr, MASK_MOD: ml.constexpr, score_mod, mask_mod):

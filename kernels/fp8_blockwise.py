@@ -241,9 +241,9 @@ def fp8_gemm_blockwise(a, a_scale, b, b_scale, out_dtype=None, out=None, backend
     instead of the portable one (``block_n`` <= 128 then: one weight scale per tile and K
     block). ``num_warps`` defaults to 8 (explicit: 8 consumer warps and the producer
     get 227 registers a thread; at 16 consumer warps a block's 544 threads get at most
-    120, as the MP's register file holds 65,536, and the accumulator and partial spill). With none of ``block_m``,
-    ``block_n``, ``persistent``, ``num_warps``, ``num_stages`` given, the config is the
-    autotuner's (``ws_tuned`` / ``portable_tuned``, keyed on M, N, K)."""
+    120, as the MP's register file holds 65,536, and the accumulator and partial
+    spill). With none of ``block_m``, ``block_n``, ``persistent``, ``num_warps``,
+    ``num_stages`` given, the config is the autotuner's (``ws_tuned`` / ``portable_tuned``, keyed on M, N, K)."""
     import ml_dtypes
     a, b = np.asarray(a), np.asarray(b)
     a_scale, b_scale = np.asarray(a_scale), np.asarray(b_scale)

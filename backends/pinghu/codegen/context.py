@@ -325,15 +325,19 @@ class Codegen:
         return VP(p, 0, n)
 
     # ---------------------------------------------------------------- indices
-    def index_run(self, shape: tuple) -> TileVal:
-        """i32 tile: the row-major element index each thread holds in the block layout."""
+    def index_run(self, shape: tuple, start: int = 0, count: int | None = None) -> TileVal:
+        """i32 tile: the row-major element index each thread holds in the block layout
+        (with ``start``/``count``: of its elements ``start .. start+count-1`` only)."""
         lay = self.layout(shape)
-        out = self.new_tile(shape, T.i32)
+        count = lay.E if count is None else count
+        out = TileVal(self.vreg(count), shape, T.i32, count, 1)
         first = self.vreg(1)
         if lay.E > 1:
             self.emit("ALU.SHL.B32", VR(first, 0, 1), self.tid, IntImm(log2(lay.E)))
         else:
             self.emit("ALU.MOV.B32", VR(first, 0, 1), self.tid)
+        if start:
+            self.emit("ALU.IADD.S32", VR(first, 0, 1), VR(first, 0, 1), IntImm(start))
         self.emit("ALU.IOTA.S32", out.run(), VR(first, 0, 1), IntImm(1))
         if lay.replicated:
             self.emit("ALU.LOP.AND.B32", out.run(), out.run(), IntImm(lay.n - 1))

@@ -286,14 +286,20 @@ def _element_addresses(cg: Codegen, s: SmemVal, shape: tuple) -> TileVal:
     cg.emit("ALU.SHL.B32", idx.run(), idx.run(), IntImm(log2(size)))
     base = cg.operand(s.addr)
     cg.emit("ALU.IADD.S32", idx.run(), idx.run(), base)
+    _swizzle(cg, s, idx.run())
+    return idx
+
+
+def _swizzle(cg: Codegen, s: SmemVal, addr: VR) -> None:
+    """Apply ``s``'s swizzle to the byte addresses ``addr`` in place: the unit of
+    ``swizzle`` bytes at address ``a`` is XORed with ``(a >> 8)``, within a 256-byte line."""
     g = s.ty.swizzle
     if g:
-        t = cg.new_tile(shape, T.i32)
-        cg.emit("ALU.SHR.U32", t.run(), idx.run(), IntImm(8))
-        cg.emit("ALU.LOP.AND.B32", t.run(), t.run(), IntImm(256 // g - 1))
-        cg.emit("ALU.SHL.B32", t.run(), t.run(), IntImm(log2(g)))
-        cg.emit("ALU.LOP.XOR.B32", idx.run(), idx.run(), t.run())
-    return idx
+        t = VR(cg.vreg(addr.count), 0, addr.count)
+        cg.emit("ALU.SHR.U32", t, addr, IntImm(8))
+        cg.emit("ALU.LOP.AND.B32", t, t, IntImm(256 // g - 1))
+        cg.emit("ALU.SHL.B32", t, t, IntImm(log2(g)))
+        cg.emit("ALU.LOP.XOR.B32", addr, addr, t)
 
 
 @lowers("ph.shared_load")
@@ -314,8 +320,9 @@ def lower_shared_store(cg: Codegen, op) -> None:
     shape = s.ty.shape
     v = cg.materialize(val if isinstance(val, TileVal) else
                        Uniform(val.src, shape, val.ty))
-    if _chunks(cg, s, shape):
-        _store_chunks(cg, s, shape, v)
+    n = _chunks(cg, s, shape)
+    if n:
+        _store_chunks(cg, s, n, v)
         return
     addr = _element_addresses(cg, s, shape)
     cg.emit(f"LSU.ST.SHARED.{STORE_TYPE[s.ty.element.bits]}", VMem(addr.run()), v.run(),
@@ -339,29 +346,16 @@ def _chunks(cg: Codegen, s: SmemVal, shape: tuple) -> int:
     return lay.E * size // CHUNK
 
 
-def _chunk_addresses(cg: Codegen, s: SmemVal, shape: tuple, n: int) -> VR:
-    """Physical byte addresses of this thread's ``n`` 16-byte chunks (swizzled)."""
+def _store_chunks(cg: Codegen, s: SmemVal, n: int, v: TileVal) -> None:
+    """The store as ``LSU.ST.SHARED.B128`` of this thread's ``n`` 16-byte chunks: 32-bit
+    elements from a quad-aligned copy of the run, 16-bit ones packed two to a register
+    (``ALU.PACK.B16``) into one quad per chunk."""
     first = cg.vreg(1)
     cg.emit("ALU.SHL.B32", VR(first, 0, 1), cg.tid, IntImm(log2(n * CHUNK)))
     addr = VR(cg.vreg(n), 0, n)
     cg.emit("ALU.IOTA.S32", addr, VR(first, 0, 1), IntImm(CHUNK))
     cg.emit("ALU.IADD.S32", addr, addr, cg.operand(s.addr))
-    g = s.ty.swizzle
-    if g:
-        t = VR(cg.vreg(n), 0, n)
-        cg.emit("ALU.SHR.U32", t, addr, IntImm(8))
-        cg.emit("ALU.LOP.AND.B32", t, t, IntImm(256 // g - 1))
-        cg.emit("ALU.SHL.B32", t, t, IntImm(log2(g)))
-        cg.emit("ALU.LOP.XOR.B32", addr, addr, t)
-    return addr
-
-
-def _store_chunks(cg: Codegen, s: SmemVal, shape: tuple, v: TileVal) -> None:
-    """The store as one ``LSU.ST.SHARED.B128`` per 16-byte chunk: 32-bit elements from
-    a quad-aligned copy of the run, 16-bit ones packed two to a register
-    (``ALU.PACK.B16``) into one quad per chunk."""
-    n = _chunks(cg, s, shape)
-    addr = _chunk_addresses(cg, s, shape, n)
+    _swizzle(cg, s, addr)
     if s.ty.element.itemsize == 4:
         src = VR(cg.vreg(4 * n, 4), 0, 4 * n)
         cg.emit("ALU.MOV.B32", src, v.run())

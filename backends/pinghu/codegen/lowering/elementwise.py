@@ -220,20 +220,14 @@ CMP_CHUNK = 16      # elements of index arithmetic a chunked comparison holds at
 
 
 def by_chunks(cg: Codegen, r, shape: tuple, out: TileVal) -> None:
-    """``out`` = the i1 recipe ``r`` (a comparison, or a logic op over them), evaluated ``CMP_CHUNK`` elements at a time
-    into one predicate run: its index arithmetic then needs ``CMP_CHUNK`` registers
-    instead of a whole tile's (the operand tiles, left unread, are dropped), which
-    matters where a mask is built beside large live tiles (attention's scores and
-    accumulator)."""
+    """``out`` = the i1 recipe ``r`` (a comparison, or a logic op over them), evaluated
+    ``CMP_CHUNK`` elements at a time into one predicate run: its index arithmetic then
+    needs ``CMP_CHUNK`` registers instead of a whole tile's (the operand tiles, left
+    unread, are dropped), which matters where a mask is built beside large live tiles
+    (attention's scores and accumulator)."""
     p = cg.vreg(out.E, kind="P")
-    first = cg.vreg(1)
-    cg.emit("ALU.SHL.B32", VR(first, 0, 1), cg.tid, IntImm(log2(out.E)))
     for c in range(0, out.E, CMP_CHUNK):
-        idx = TileVal(cg.vreg(CMP_CHUNK), shape, T.i32, CMP_CHUNK, 1)
-        cg.emit("ALU.IOTA.S32", idx.run(), VR(first, 0, 1), IntImm(1))
-        if c:
-            cg.emit("ALU.IADD.S32", idx.run(), idx.run(), IntImm(c))
-        m = emit_recipe(cg, r, shape, T.i1, index=idx)
+        m = emit_recipe(cg, r, shape, T.i1, index=cg.index_run(shape, c, CMP_CHUNK))
         part = cg.pred_of(m)
         cg.emit("ALU.PLOP.AND", VP(p, c, CMP_CHUNK), part, part)
     cg.emit("ALU.P2R.B32", out.run(), VP(p, 0, out.E))

@@ -56,8 +56,8 @@ def test_swizzled_tile_read_column_wise_beats_the_unswizzled_one(rng):
     """A 32 x 64 f32 tile (256-byte rows) read a column at a time (and written four
     columns at a time). Unswizzled: every column is 32 words of one bank, 32 wavefronts
     per access. The 16-byte swizzle spreads a column over 8 bank groups: 4 wavefronts
-    (the 32- and 64-byte swizzles: 8 and 16). Expected: 8x fewer wavefronts, at least 2x fewer cycles
-    (wavefronts 2560 -> 320)."""
+    (the 32- and 64-byte swizzles: 8 and 16). Expected: 8x fewer wavefronts (2560 -> 320),
+    at least 2x fewer cycles."""
     t = timing_of(None)
     x = rng.standard_normal((32, 64)).astype(np.float32)
     fronts, cycles = {}, {}
