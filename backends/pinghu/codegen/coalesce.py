@@ -117,7 +117,7 @@ def _straight(code: list[VIns], seen: dict, pinned: set):
         p = dsts[0].v
         if p in pinned or p.kind != "R":
             continue
-        reads = {vr.v for vr, dst in _operands(ins) if not dst}
+        reads = dict.fromkeys(vr.v for vr, dst in _operands(ins) if not dst)  # in order
         if p in reads:
             continue
         for n in reads:

@@ -7,8 +7,9 @@ Blocks get contiguous, aligned physical ranges below the per-thread budget. When
 does not fit it is *spilled*: it lives in local memory, and every instruction that names
 it loads it into reserved scratch registers first and stores what it wrote afterwards
 (an instruction whose spilled operands exceed the scratch area is split into element
-chunks; runs make every instruction splittable). Predicates are allocated the same way
-and are never spilled (they are short-lived by construction).
+chunks; runs make every instruction splittable). Before spilling, constants live where
+no register is left are rematerialized at their reads (:mod:`.remat`). Predicates are
+allocated the same way and are never spilled (they are short-lived by construction).
 """
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from .coalesce import coalesce
 from .fold_broadcast import fold_broadcasts
 from .hoist import hoist
 from .inplace import in_place
+from .remat import constants, live_across, rematerialize
 from ..isa import BY_MNEMONIC
 from ..isa.operands import RZ, Comment, IntImm, Label, Mem, Pred, PredRun, Reg, Run, Target
 from ..isa.program import Instruction, Param, Program
@@ -255,23 +257,35 @@ def dead_code(code: list[VIns]) -> list[VIns]:
         code = keep
 
 
-def allocate(code: list[VIns], loc=None, pinned=(), budget: int = BUDGET) -> Allocation:
-    """Assign physical registers and predicates (see the module docstring); ``budget``
-    registers per thread (at most 255; spilling needs room for the scratch area)."""
+def allocate(code: list[VIns], loc=None, pinned=(), budget: int = BUDGET):
+    """(code, allocation): physical registers and predicates for ``code`` (see the module
+    docstring), ``budget`` registers per thread (at most 255; spilling needs room for the
+    scratch area). Where an allocation without spills finds no room, the constants live
+    across that point are rematerialized (:mod:`.remat`) and it tries again; the code
+    returned is the one allocated."""
     if not SCRATCH + 8 <= budget <= BUDGET:
         raise CompilationError(f"pinghu codegen: a register budget of {budget} is outside "
                                f"{SCRATCH + 8} .. {BUDGET}", loc)
-    iv = intervals(code, pinned)
-    reuse = in_place(code)
+    blocks = constants(code, pinned)
+    while True:
+        iv = intervals(code, pinned)
+        reuse = in_place(code)
+        try:
+            where, _, _, top = _allocate(iv, "R", budget, False, reuse=reuse)
+            break
+        except _Full as e:
+            hot = live_across(iv, blocks, iv[e.v][0], code)
+        if not hot:
+            where = None
+            break
+        code = rematerialize(code, hot)
+        blocks = {v: d for v, d in blocks.items() if v not in hot}
     try:
         preds = _allocate(iv, "P", PRED_BUDGET, False)
     except _Full as e:
         raise _pred_pressure(code, iv, e.v, loc) from None
-    try:
-        where, _, _, top = _allocate(iv, "R", budget, False, reuse=reuse)
-        return Allocation(where, {}, preds[0], 0, 0, top, budget)
-    except _Full:
-        pass
+    if where is not None:
+        return code, Allocation(where, {}, preds[0], 0, 0, top, budget)
     base = (budget - SCRATCH) & ~3          # the scratch area starts quad-aligned
     weights = spill_weights(code)
     for tile in (BUDGET + 1, TILE):         # tiles from the top when the first way fails
@@ -282,8 +296,8 @@ def allocate(code: list[VIns], loc=None, pinned=(), budget: int = BUDGET) -> All
         raise CompilationError(f"pinghu codegen: an SQMMA accumulator does not fit the "
                                f"{budget} registers per thread (use smaller tiles or more "
                                f"warps)", loc)
-    return Allocation(where, spilled, preds[0], base, local, budget, budget,
-                      sum(weights[v] for v in spilled))
+    return code, Allocation(where, spilled, preds[0], base, local, budget, budget,
+                            sum(weights[v] for v in spilled))
 
 
 def _pred_pressure(code: list[VIns], iv: dict, v, loc) -> PredicatePressure:
@@ -539,7 +553,7 @@ def _choose(code: list[VIns], loc, pinned, budget: int):
     best, err = None, None
     for c in _variants(code, pinned):
         try:
-            a = allocate(c, loc, pinned, budget)
+            c, a = allocate(c, loc, pinned, budget)
         except CompilationError as e:
             if isinstance(e, PredicatePressure):
                 raise
