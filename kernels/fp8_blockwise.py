@@ -31,7 +31,7 @@ import mutile.language as ml
 import mutile.language.pinghu as ph
 
 from .gemm_common import _cores, prune_bm_bn, prune_for_shape, tile_coords
-from .gemm_pinghu import producer, program_steps
+from .gemm_pinghu import program_steps
 
 E4M3_MAX = 448.0
 QBLOCK = 128
@@ -73,34 +73,76 @@ def fp8_blockwise_kernel(a_ptr, as_ptr, b_ptr, bs_ptr, out_ptr, M, N, K, stride_
 
 
 @mutile.jit
-def _blockwise_consumer(a_s, b_s, full, empty, as_ptr, bs_ptr, out_ptr, M, N, K, stride_asm,
-                        stride_bsn, stride_om, stride_on, BM: ml.constexpr, BN: ml.constexpr,
-                        GROUP_M: ml.constexpr, STAGES: ml.constexpr):
-    """The WarpSquads of the explicit path: per 128-K block, an SQMMA into a fresh f32
-    partial, released stage, then ``acc += partial * (s_a[:, None] * s_b[None, :])``
-    with the scales loaded into registers in the accumulator's layout."""
+def _blockwise_producer(a_desc, b_desc, a_s, b_s, full, empty, M, N, K, BM: ml.constexpr,
+                        BN: ml.constexpr, GROUP_M: ml.constexpr, STAGES: ml.constexpr,
+                        SQUADS: ml.constexpr):
+    """One warp: per (tile, 128-K block) of this program, wait until its stage is free,
+    then copy A's rows in one box per consumer squad (``a_s[SQUADS * s + q]``) and B's
+    rows in four quarters of the tile's columns (``b_s[4 * s + j]``)."""
     pid, nprog, num_pid_m, num_pid_n, k_steps, steps = program_steps(M, N, K, BM, BN, 128)
-    acc = ml.zeros((BM, BN), ml.float32)
     for it in range(steps):
         s = it % STAGES
-        kk = it % k_steps
+        ph.barrier_wait(empty[s], ((it // STAGES) & 1) ^ 1)
         pid_m, pid_n = tile_coords(pid + (it // k_steps) * nprog, num_pid_m, num_pid_n,
                                    GROUP_M)
-        offs_m = pid_m * BM + ml.arange(0, BM)
-        offs_n = pid_n * BN + ml.arange(0, BN)
-        sb = ml.load(bs_ptr + (pid_n * BN // 128) * stride_bsn + kk)   # BN divides 128
-        sab = ml.load(as_ptr + offs_m[:, None] * stride_asm + kk, mask=offs_m[:, None] < M,
-                      other=0.0) * sb
-        ph.barrier_wait(full[s], (it // STAGES) & 1)
-        part = ph.sqmma(a_s[s], b_s[s], None, accumulate=False, trans_b=True)
-        part = ph.sqmma_wait(part)
-        ph.barrier_arrive(empty[s])
-        acc += part * sab
-        if kk == k_steps - 1:
-            mask = (offs_m[:, None] < M) & (offs_n[None, :] < N)
-            ml.store(out_ptr + offs_m[:, None] * stride_om + offs_n[None, :] * stride_on,
-                     acc.to(out_ptr.dtype.element_ty), mask=mask)
-            acc = ml.zeros((BM, BN), ml.float32)
+        k0 = (it % k_steps) * 128
+        ph.barrier_expect_tx(full[s], (BM + BN) * 128)
+        for q in ml.static_range(SQUADS):
+            ph.tme_load(a_desc, [pid_m * BM + q * (BM // SQUADS), k0], a_s[SQUADS * s + q],
+                        full[s])
+        for j in ml.static_range(4):
+            ph.tme_load(b_desc, [pid_n * BN + j * (BN // 4), k0], b_s[4 * s + j], full[s])
+
+
+@mutile.jit
+def _blockwise_consumer(a_s, b_s, full, empty, as_ptr, bs_ptr, out_ptr, M, N, K, stride_asm,
+                        stride_bsn, stride_om, stride_on, BM: ml.constexpr, BN: ml.constexpr,
+                        GROUP_M: ml.constexpr, STAGES: ml.constexpr, SQUADS: ml.constexpr,
+                        SQUAD: ml.constexpr):
+    """One consumer WarpSquad, a partition of its own: rows ``SQUAD * BM / SQUADS`` on of
+    each tile. Per 128-K block and quarter of the tile's columns, an SQMMA into a fresh
+    f32 partial, then ``acc_j = fma(partial, s_a[:, None] * s_b, acc_j)`` with the A
+    scales in registers in the accumulator's layout. A quarter-width partial is what lets
+    a 128-row squad hold its 128 x 128 accumulator (128 registers a thread) and promote
+    without spilling; the other squad's SQMMAs run while this one scales."""
+    SM: ml.constexpr = BM // SQUADS
+    QN: ml.constexpr = BN // 4
+    pid, nprog, num_pid_m, num_pid_n, k_steps, steps = program_steps(M, N, K, BM, BN, 128)
+    it = 0
+    for tile in range(pid, num_pid_m * num_pid_n, nprog):
+        pid_m, pid_n = tile_coords(tile, num_pid_m, num_pid_n, GROUP_M)
+        offs_m = pid_m * BM + SQUAD * SM + ml.arange(0, SM)
+        acc0 = ml.zeros((SM, QN), ml.float32)
+        acc1 = ml.zeros((SM, QN), ml.float32)
+        acc2 = ml.zeros((SM, QN), ml.float32)
+        acc3 = ml.zeros((SM, QN), ml.float32)
+        for kk in range(k_steps):
+            s = it % STAGES
+            sb = ml.load(bs_ptr + (pid_n * BN // 128) * stride_bsn + kk)   # BN = 128
+            sab = ml.load(as_ptr + offs_m[:, None] * stride_asm + kk,
+                          mask=offs_m[:, None] < M, other=0.0) * sb
+            a = a_s[SQUADS * s + SQUAD]
+            ph.barrier_wait(full[s], (it // STAGES) & 1)
+            part = ph.sqmma_wait(ph.sqmma(a, b_s[4 * s], None, trans_b=True))
+            acc0 = ml.fma(part, sab, acc0)
+            part = ph.sqmma_wait(ph.sqmma(a, b_s[4 * s + 1], None, trans_b=True))
+            acc1 = ml.fma(part, sab, acc1)
+            part = ph.sqmma_wait(ph.sqmma(a, b_s[4 * s + 2], None, trans_b=True))
+            acc2 = ml.fma(part, sab, acc2)
+            part = ph.sqmma_wait(ph.sqmma(a, b_s[4 * s + 3], None, trans_b=True))
+            ph.barrier_arrive(empty[s])
+            acc3 = ml.fma(part, sab, acc3)
+            it += 1
+        offs_n = pid_n * BN + ml.arange(0, QN)
+        o = out_ptr + offs_m[:, None] * stride_om + offs_n[None, :] * stride_on
+        rows = offs_m[:, None] < M
+        ty = out_ptr.dtype.element_ty
+        ml.store(o, acc0.to(ty), mask=rows & (offs_n[None, :] < N))
+        ml.store(o + QN * stride_on, acc1.to(ty), mask=rows & (offs_n[None, :] + QN < N))
+        ml.store(o + 2 * QN * stride_on, acc2.to(ty),
+                 mask=rows & (offs_n[None, :] + 2 * QN < N))
+        ml.store(o + 3 * QN * stride_on, acc3.to(ty),
+                 mask=rows & (offs_n[None, :] + 3 * QN < N))
 
 
 @mutile.jit
@@ -109,23 +151,30 @@ def fp8_blockwise_ws_kernel(a_ptr, as_ptr, b_ptr, bs_ptr, out_ptr, M, N, K, stri
                             BM: ml.constexpr, BN: ml.constexpr, GROUP_M: ml.constexpr,
                             STAGES: ml.constexpr, NUM_WARPS: ml.constexpr,
                             PERSISTENT: ml.constexpr = 0):
-    """The explicit Pinghu path (``backend="pinghu"``): the GEMM template's TME producer
-    warp (kernels/gemm_pinghu.py, B stored [N, K]) feeding ``NUM_WARPS`` consumer warps
-    that promote and scale once per 128-K block."""
+    """The explicit Pinghu path (``backend="pinghu"``, ``BN`` = 128): a TME producer warp
+    (B stored [N, K]) feeding ``NUM_WARPS / 4`` (1 or 2) consumer squads, each a
+    partition of its own, that promote and scale once per 128-K block. Launched with
+    ``num_warps=4`` (the first partition's warps)."""
+    SQUADS: ml.constexpr = NUM_WARPS // 4
     a_desc = ml.make_tensor_descriptor(a_ptr, shape=[M, K], strides=[stride_am, 1],
-                                       block_shape=[BM, 128])
+                                       block_shape=[BM // SQUADS, 128])
     b_desc = ml.make_tensor_descriptor(b_ptr, shape=[N, K], strides=[stride_bn, 1],
-                                       block_shape=[BN, 128])
-    a_s = ph.alloc_shared((STAGES, BM, 128), a_desc.dtype, swizzle=64)
-    b_s = ph.alloc_shared((STAGES, BN, 128), b_desc.dtype, swizzle=64)
+                                       block_shape=[BN // 4, 128])
+    a_s = ph.alloc_shared((SQUADS * STAGES, BM // SQUADS, 128), a_desc.dtype, swizzle=64)
+    b_s = ph.alloc_shared((4 * STAGES, BN // 4, 128), b_desc.dtype, swizzle=64)
     full = ph.alloc_barriers(STAGES, arrive_warps=1)
     empty = ph.alloc_barriers(STAGES, arrive_warps=NUM_WARPS)
-    ph.warp_specialize([
-        (_blockwise_consumer, (a_s, b_s, full, empty, as_ptr, bs_ptr, out_ptr, M, N, K,
-                               stride_asm, stride_bsn, stride_om, stride_on, BM, BN,
-                               GROUP_M, STAGES), NUM_WARPS),
-        (producer, (a_desc, b_desc, a_s, b_s, full, empty, M, N, K, BM, BN, 128, GROUP_M,
-                    STAGES, True), 1)])
+    ring = (_blockwise_producer, (a_desc, b_desc, a_s, b_s, full, empty, M, N, K, BM, BN,
+                                  GROUP_M, STAGES, SQUADS), 1)
+    first = (_blockwise_consumer, (a_s, b_s, full, empty, as_ptr, bs_ptr, out_ptr, M, N, K,
+                                   stride_asm, stride_bsn, stride_om, stride_on, BM, BN,
+                                   GROUP_M, STAGES, SQUADS, 0), 4)
+    if SQUADS == 1:
+        ph.warp_specialize([first, ring])
+    else:
+        ph.warp_specialize([first, (_blockwise_consumer, (
+            a_s, b_s, full, empty, as_ptr, bs_ptr, out_ptr, M, N, K, stride_asm, stride_bsn,
+            stride_om, stride_on, BM, BN, GROUP_M, STAGES, SQUADS, 1), 4), ring])
 
 
 @mutile.jit
@@ -201,13 +250,16 @@ def quantize_weight_128x128(w, backend=None, **launch):
 
 
 def _ws_space() -> list:
-    """The explicit kernel's tuned configs: 128x128 tiles on 16 consumer warps or 128x64
-    on 8, two or three stages, and the 128x128 one persistent."""
-    out = [mutile.Config(dict(BM=128, BN=bn, GROUP_M=8, STAGES=stages, NUM_WARPS=w,
-                              PERSISTENT=0), num_warps=w)
-           for bn, w in ((128, 16), (64, 8)) for stages in (2, 3)]
-    out.append(mutile.Config(dict(BM=128, BN=128, GROUP_M=8, STAGES=2, NUM_WARPS=16,
-                                  PERSISTENT=1), num_warps=16))
+    """The explicit kernel's tuned configs: 256 x 128 tiles on two 128-row squads or
+    128 x 128 on one; three or four stages; the first also persistent. (A block is
+    8 + 1 or 4 + 1 warps: within the register file at 227 registers a thread. A squad
+    holds whole rows, one a thread, so the scales need no shared memory and each squad
+    can be a partition of its own.)"""
+    out = [mutile.Config(dict(BM=bm, BN=128, GROUP_M=8, STAGES=stages, NUM_WARPS=w,
+                              PERSISTENT=0), num_warps=4)
+           for bm, w in ((256, 8), (128, 4)) for stages in (3, 4)]
+    out.append(mutile.Config(dict(BM=256, BN=128, GROUP_M=8, STAGES=4, NUM_WARPS=8,
+                                  PERSISTENT=1), num_warps=4))
     return out
 
 
@@ -225,7 +277,8 @@ ws_tuned = mutile.autotune(configs=_ws_space(), key=TUNE_KEY,
 portable_tuned = mutile.autotune(configs=_portable_space(), key=TUNE_KEY,
                                  prune_configs_by={"early_config_prune": prune_for_shape})(
     fp8_blockwise_kernel)
-_FIXED = dict(block_m=128, block_n=128, persistent=0, num_stages=2)
+_FIXED = dict(block_m=128, block_n=128, persistent=0, num_stages=2)      # portable
+_FIXED_WS = dict(block_m=256, block_n=128, persistent=0, num_stages=4)   # explicit
 
 
 def fp8_gemm_blockwise(a, a_scale, b, b_scale, out_dtype=None, out=None, backend=None,
@@ -237,13 +290,13 @@ def fp8_gemm_blockwise(a, a_scale, b, b_scale, out_dtype=None, out=None, backend
     accumulation scaled once per 128-K block; ``out`` [M, N] of ``out_dtype``
     (default bfloat16, or ``out``'s dtype). ``block_n`` must divide 128 or be a multiple
     of it; ``persistent``: programs per core (0: one per tile). ``explicit`` (default:
-    on pinghu when the rows are 4-byte aligned): the warp-specialized ``ph`` kernel
-    instead of the portable one (``block_n`` <= 128 then: one weight scale per tile and K
-    block). ``num_warps`` defaults to 8 (explicit: 8 consumer warps and the producer
-    get 227 registers a thread; at 16 consumer warps a block's 544 threads get at most
-    120, as the MP's register file holds 65,536, and the accumulator and partial
-    spill). With none of ``block_m``, ``block_n``, ``persistent``, ``num_warps``,
-    ``num_stages`` given, the config is the autotuner's (``ws_tuned`` / ``portable_tuned``, keyed on M, N, K)."""
+    on pinghu when the rows are 4-byte aligned and ``block_n`` is 128): the
+    warp-specialized ``ph`` kernel instead of the portable one, with ``num_warps`` 4 or
+    8 consumer warps (one or two squads, each a partition of its own, beside the
+    producer warp: 227 registers a thread at most, as the MP's register file holds
+    65,536). ``num_warps`` defaults to 8. With none of ``block_m``, ``block_n``,
+    ``persistent``, ``num_warps``, ``num_stages`` given, the config is the autotuner's
+    (``ws_tuned`` / ``portable_tuned``, keyed on M, N, K)."""
     import ml_dtypes
     a, b = np.asarray(a), np.asarray(b)
     a_scale, b_scale = np.asarray(a_scale), np.asarray(b_scale)
@@ -267,9 +320,7 @@ def fp8_gemm_blockwise(a, a_scale, b, b_scale, out_dtype=None, out=None, backend
     given = dict(block_m=block_m, block_n=block_n, persistent=persistent,
                  num_stages=num_stages)
     tune = all(v is None for v in given.values()) and num_warps is None
-    block_m, block_n, persistent, num_stages = (_FIXED[k] if v is None else v
-                                                for k, v in given.items())
-    if not (QBLOCK % block_n == 0 or block_n % QBLOCK == 0):
+    if block_n is not None and not (QBLOCK % block_n == 0 or block_n % QBLOCK == 0):
         raise ValueError(f"fp8_gemm_blockwise: block_n {block_n} must divide 128 or be a "
                          "multiple of it")
     od = np.dtype(out_dtype if out_dtype is not None else
@@ -289,15 +340,21 @@ def fp8_gemm_blockwise(a, a_scale, b, b_scale, out_dtype=None, out=None, backend
     a, b = np.ascontiguousarray(a), np.ascontiguousarray(b)
     a_scale, b_scale = np.ascontiguousarray(a_scale), np.ascontiguousarray(b_scale)
     backend = _backend(backend)
-    tiles = mutile.cdiv(M, block_m) * mutile.cdiv(N, block_n)
-    grid = (min(tiles, persistent * _cores(backend, launch)) if persistent else tiles,)
     so = tuple(s // out.itemsize for s in out.strides)
     aligned = K % 4 == 0 and all(x.__array_interface__["data"][0] % 16 == 0 for x in (a, b))
+    squads = (num_warps or 8) // 4
+    can = backend == "pinghu" and aligned and block_n in (None, QBLOCK) and \
+        (num_warps or 8) in (4, 8) and block_m in (None, 128 * squads)
     if explicit is None:
-        explicit = backend == "pinghu" and aligned and block_n <= QBLOCK
-    if explicit and not (backend == "pinghu" and aligned and block_n <= QBLOCK):
+        explicit = can
+    if explicit and not can:
         raise ValueError("fp8_gemm_blockwise: explicit=True needs backend='pinghu', K a "
-                         "multiple of 4 (TME's 4-byte aligned rows) and block_n <= 128")
+                         "multiple of 4 (TME's 4-byte aligned rows), block_n = 128, "
+                         "num_warps 4 or 8 and block_m = 32 * num_warps")
+    block_m, block_n, persistent, num_stages = (
+        (_FIXED_WS if explicit else _FIXED)[k] if v is None else v for k, v in given.items())
+    tiles = mutile.cdiv(M, block_m) * mutile.cdiv(N, block_n)
+    grid = (min(tiles, persistent * _cores(backend, launch)) if persistent else tiles,)
     args = (a, a_scale, b, b_scale, out, M, N, K, K, K, kb, kb, *so)
     if tune:
         def tuned_grid(meta):
@@ -313,7 +370,7 @@ def fp8_gemm_blockwise(a, a_scale, b, b_scale, out_dtype=None, out=None, backend
         fp8_blockwise_ws_kernel[grid](*args, BM=block_m, BN=block_n, GROUP_M=group_m,
                                       STAGES=num_stages, NUM_WARPS=num_warps,
                                       PERSISTENT=persistent, backend=backend,
-                                      num_warps=num_warps, **launch)
+                                      num_warps=4, **launch)
     else:
         fp8_blockwise_kernel[grid](*args, BLOCK_M=block_m, BLOCK_N=block_n, GROUP_M=group_m,
                                    PERSISTENT=persistent, backend=backend,

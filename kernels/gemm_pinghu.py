@@ -63,30 +63,30 @@ def _consumer(a_s, b_s, full, empty, out_ptr, bias_ptr, c_ptr, M, N, K, stride_c
               STAGES: ml.constexpr, HAS_BIAS: ml.constexpr, HAS_C: ml.constexpr,
               ACTIVATION: ml.constexpr, INT_ACC: ml.constexpr, INT_OUT: ml.constexpr):
     """The WarpSquads: per k step wait for the stage, multiply, release it; after a
-    tile's last step, the epilogue straight from the accumulator registers."""
+    tile's last step, the epilogue straight from the accumulator registers. A loop over
+    the program's tiles around the k loop (not one flattened loop, as the producer's):
+    the accumulator then dies in the epilogue, whose scaled copy and output cast take
+    its registers; carried around a flattened loop it stays live beside them."""
     pid, nprog, num_pid_m, num_pid_n, k_steps, steps = program_steps(M, N, K, BM, BN, BK)
-    if INT_ACC:
-        acc = ml.zeros((BM, BN), ml.int32)
-    else:
-        acc = ml.zeros((BM, BN), ml.float32)
-    for it in range(steps):
-        s = it % STAGES
-        ph.barrier_wait(full[s], (it // STAGES) & 1)
-        acc = ph.sqmma(a_s[s], b_s[s], acc)
-        acc = ph.sqmma_wait(acc)
-        ph.barrier_arrive(empty[s])
-        if it % k_steps == k_steps - 1:
-            pid_m, pid_n = tile_coords(pid + (it // k_steps) * nprog, num_pid_m, num_pid_n,
-                                       GROUP_M)
-            offs_m = pid_m * BM + ml.arange(0, BM)
-            offs_n = pid_n * BN + ml.arange(0, BN)
-            epilogue_store(acc, offs_m, offs_n, M, N, scale, beta, bias_ptr, c_ptr,
-                           stride_cm, stride_cn, out_ptr, stride_om, stride_on, HAS_BIAS,
-                           HAS_C, ACTIVATION, INT_OUT)
-            if INT_ACC:
-                acc = ml.zeros((BM, BN), ml.int32)
-            else:
-                acc = ml.zeros((BM, BN), ml.float32)
+    it = 0
+    for tile in range(pid, num_pid_m * num_pid_n, nprog):
+        if INT_ACC:
+            acc = ml.zeros((BM, BN), ml.int32)
+        else:
+            acc = ml.zeros((BM, BN), ml.float32)
+        for kk in range(k_steps):
+            s = it % STAGES
+            ph.barrier_wait(full[s], (it // STAGES) & 1)
+            acc = ph.sqmma(a_s[s], b_s[s], acc)
+            acc = ph.sqmma_wait(acc)
+            ph.barrier_arrive(empty[s])
+            it += 1
+        pid_m, pid_n = tile_coords(tile, num_pid_m, num_pid_n, GROUP_M)
+        offs_m = pid_m * BM + ml.arange(0, BM)
+        offs_n = pid_n * BN + ml.arange(0, BN)
+        epilogue_store(acc, offs_m, offs_n, M, N, scale, beta, bias_ptr, c_ptr, stride_cm,
+                       stride_cn, out_ptr, stride_om, stride_on, HAS_BIAS, HAS_C,
+                       ACTIVATION, INT_OUT)
 
 
 @mutile.jit

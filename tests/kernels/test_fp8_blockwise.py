@@ -76,20 +76,24 @@ def blockwise_inputs(rng, m, n, k):
     return x, w, qa, sa, qw, sw
 
 
-@pytest.mark.parametrize("m,n,k,block_n,explicit", [(70, 200, 300, 128, None),
-                                                    (70, 200, 300, 128, False),
-                                                    (130, 96, 257, 64, None)])
-def test_blockwise_gemm_numerics(m, n, k, block_n, explicit, rng, backend):
+@pytest.mark.parametrize("m,n,k,block_n,explicit,tile", [
+    (70, 200, 300, 128, None, {}),
+    (70, 200, 300, 128, False, {}),
+    (130, 96, 257, 64, None, {}),
+    (300, 200, 300, 128, True, dict(block_m=256, num_warps=8, num_stages=4)),
+    (130, 200, 300, 128, True, dict(block_m=128, num_warps=4, num_stages=3))])
+def test_blockwise_gemm_numerics(m, n, k, block_n, explicit, tile, rng, backend):
     """Error against the float64 product of the dequantized inputs no worse than the
     numpy recipe's; the error against the unquantized product is reported. On pinghu,
     aligned rows take the explicit ph kernel by default (explicit=False: the portable
-    one; K = 257 cannot take it)."""
-    if explicit is False and backend == "llvm":
+    one; K = 257 cannot take it); explicit=True: its two-squad and one-squad tiles on
+    ragged M, N and K."""
+    if explicit is not None and backend == "llvm":
         pytest.skip("the explicit path is pinghu's")
     x, w, qa, sa, qw, sw = blockwise_inputs(rng, m, n, k)
     out = poison((m, n), np.float32)
     F.fp8_gemm_blockwise(qa, sa, qw, sw, out=out, backend=backend, block_n=block_n,
-                         explicit=explicit)
+                         explicit=explicit, **tile)
     exact = deq(qa, sa, 1, 128) @ deq(qw, sw, 128, 128).T
     ref = F.reference_blockwise(qa, sa, qw, sw)
     err, ref_err = np.abs(out - exact).max(), np.abs(ref - exact).max()
@@ -159,6 +163,7 @@ def test_bad_inputs():
         (ValueError, "block_n", (qa, sa, qw, sw), {"block_n": 96}),
         (TypeError, "out_dtype", (qa, sa, qw, sw), {"out_dtype": np.int32}),
         (ValueError, "explicit=True", (qa, sa, qw, sw), {"explicit": True}),
+        (ValueError, "block_m = 32", (qa, sa, qw, sw), {"explicit": True, "block_m": 64}),
     ]
     for exc, text, args, kw in cases:
         with pytest.raises(exc, match=text):

@@ -14,7 +14,8 @@ from mutile.ir import types as T
 
 from .. import recipe
 from ..context import Codegen, element, lowers, width
-from ..values import PtrTile, TileVal, Uniform, VMem
+from ..values import VP, VR, PtrTile, TileVal, Uniform, VMem
+from .elementwise import emit_recipe
 from .vector import plan, runtime_check, vector_access
 from ...isa.operands import IntImm
 from ..regalloc import label_ref
@@ -87,6 +88,38 @@ def _address_tile(cg: Codegen, p, shape) -> TileVal:
     return cg.materialize(p)
 
 
+ACCESS_CHUNK = 16       # elements a chunked access forms 64-bit addresses for at once
+
+
+def _chunks(cg: Codegen, p, shape):
+    """(first element, count, address operand) of the pieces a thread's access through
+    pointer tile ``p`` is issued in. A based pointer tile with more than
+    :data:`ACCESS_CHUNK` elements a thread forms its 64-bit addresses a chunk at a time
+    (its offsets recomputed from their recipe when they have one): two registers an
+    element for a chunk, not for the whole tile, beside what the access moves (a GEMM's
+    epilogue stores its accumulator while the other half of it is still live)."""
+    E = cg.layout(shape).E
+    if not (isinstance(p, PtrTile) and isinstance(p.off, TileVal) and E > ACCESS_CHUNK):
+        yield 0, E, VMem(_address_tile(cg, p, shape).run())
+        return
+    size = p.ty.element_ty.itemsize if hasattr(p.ty, "element_ty") else 1
+    base = cg.operand(p.base)
+    for c in range(0, E, ACCESS_CHUNK):
+        n = min(ACCESS_CHUNK, E - c)
+        if p.off.recipe is not None:
+            off = emit_recipe(cg, p.off.recipe, shape, T.i32,
+                              index=cg.index_run(shape, c, n)).run()
+        else:
+            off = p.off.run(c, n)
+        addr = cg.vreg(2 * n, 2)
+        cg.emit("ALU.IMAD.WIDE.S32", VR(addr, 0, 2 * n), off, IntImm(size), base)
+        yield c, n, VMem(VR(addr, 0, 2 * n))
+
+
+def _piece(guard: VP | None, c: int, n: int) -> VP | None:
+    return None if guard is None else VP(guard.v, guard.start + c, n, guard.neg)
+
+
 @lowers("load")
 def lower_load(cg: Codegen, op) -> None:
     p = cg.as_uniform(cg.get(op.operands[0]))
@@ -107,11 +140,15 @@ def lower_load(cg: Codegen, op) -> None:
                  if width(t) == 1 else Uniform(0, (), t))
 
     def scalar_path():
-        addr = (p.src if not isinstance(p.src, (int, IntImm)) else cg.materialize_scalar(p)) \
-            if scalar else _address_tile(cg, p, shape).run()
         prefill()
         guard = cg.pred_of(mask) if mask is not None else None
-        cg.emit(f"LSU.LD.GLOBAL.{_load_suffix(t)}", out.run(), VMem(addr), guard=guard)
+        if scalar:
+            addr = p.src if not isinstance(p.src, (int, IntImm)) else cg.materialize_scalar(p)
+            cg.emit(f"LSU.LD.GLOBAL.{_load_suffix(t)}", out.run(), VMem(addr), guard=guard)
+            return
+        for c, n, addr in _chunks(cg, p, shape):
+            cg.emit(f"LSU.LD.GLOBAL.{_load_suffix(t)}", out.run(c, n), addr,
+                    guard=_piece(guard, c, n))
 
     def vector_path(G):
         prefill()
@@ -169,10 +206,11 @@ def lower_store(cg: Codegen, op) -> None:
     v = cg.materialize(Uniform(val.src, shape, val.ty) if isinstance(val, Uniform) else val)
 
     def scalar_path():
-        addr = _address_tile(cg, p, shape)
         guard = cg.pred_of(mask) if mask is not None else None
         guard = cg.and_preds(guard, cg.owner_pred(shape))
-        cg.emit(f"LSU.ST.GLOBAL.{STORE_TYPE[t.bits]}", VMem(addr.run()), v.run(), guard=guard)
+        for c, n, addr in _chunks(cg, p, shape):
+            cg.emit(f"LSU.ST.GLOBAL.{STORE_TYPE[t.bits]}", addr, v.run(c, n),
+                    guard=_piece(guard, c, n))
 
     def vector_path(G):
         src = v

@@ -136,3 +136,67 @@ def test_a_block_fits_the_register_file():
     meta = _attention_meta(dict(BLOCK_M=256, BLOCK_N=64, STAGES=2, SQUADS=2))
     assert meta["threads_per_block"] == 288
     assert meta["registers_per_thread"] <= REGISTER_FILE // 288 == 227
+
+
+# ---------------------------------------------------------------- global accesses in chunks
+@mutile.jit
+def masked_affine(X, Y, R, C, stride, R_: ml.constexpr, C_: ml.constexpr):
+    """Y = 2 X + 1 over an R x C window of row stride ``stride`` (masked past R, C)."""
+    rows = ml.arange(0, R_)[:, None]
+    cols = ml.arange(0, C_)[None, :]
+    mask = (rows < R) & (cols < C)
+    x = ml.load(X + rows * stride + cols, mask=mask, other=0.0)
+    ml.store(Y + rows * stride + cols, x * 2.0 + 1.0, mask=mask)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("dtype", [ml_dtypes.bfloat16, np.float32])
+@pytest.mark.parametrize("r,c", [(64, 64), (50, 37)])
+def test_wide_global_accesses(backend, dtype, r, c, rng):
+    """32 elements a thread (64 x 64 on 4 warps) through loads and stores whose 64-bit
+    addresses are formed a chunk at a time, masked at ragged edges."""
+    x = rng.standard_normal((64, 64)).astype(dtype)
+    y = np.full((64, 64), np.nan, dtype)
+    masked_affine[(1,)](x, y, r, c, 64, R_=64, C_=64, num_warps=4, backend=backend)
+    want = (x.astype(np.float64) * 2 + 1).astype(np.float32).astype(dtype)
+    np.testing.assert_array_equal(y[:r, :c], want[:r, :c])
+    assert np.isnan(y[r:].astype(np.float32)).all() and \
+        np.isnan(y[:, c:].astype(np.float32)).all()
+
+
+def test_addresses_are_formed_sixteen_elements_at_a_time():
+    """The scalar (16-bit) path forms 32 address registers at a time, never the whole
+    tile's 64: a GEMM's epilogue stores a 128-register accumulator beside them."""
+    import re
+    x = np.zeros((64, 64), ml_dtypes.bfloat16)
+    k = masked_affine.warmup(x, x, 64, 64, 64, R_=64, C_=64, grid=(1,), num_warps=4,
+                             backend="pinghu")
+    runs = [int(b) - int(a) for a, b in
+            re.findall(r"ALU\.IMAD\.WIDE\.S32 R\[(\d+):(\d+)\]", k.asm["musa"])]
+    assert runs and max(runs) == 32
+    assert k.asm["musa"].count("LSU.ST.GLOBAL.B16") == 2
+
+
+def test_the_gemm_epilogues_do_not_spill():
+    """The explicit GEMM at 256 x 128 (a 128-register accumulator a thread) and the
+    per-block FP8 GEMM at 256 x 128 on two squads (four 32-register accumulators and a
+    32-register partial) fit 227 registers: before, the GEMM's epilogue spilled (its
+    accumulator, carried around one flattened loop, stayed live beside its scaled copy
+    and a whole tile of 64-bit addresses), and the FP8 kernel's half-width partials
+    did not fit."""
+    from mutile.kernels import fp8_blockwise as F, gemm_pinghu as GP
+    n = 1024
+    a = np.zeros((n, n), ml_dtypes.float8_e4m3fn)
+    out = np.zeros((n, n), ml_dtypes.bfloat16)
+    k = GP.gemm_ws_persistent_kernel.warmup(
+        a, a, out, out, out, n, n, n, n, n, 0, 0, n, 1, 1.0, 0.0, BM=256, BN=128, BK=256,
+        GROUP_M=8, STAGES=2, NUM_WARPS=8, HAS_BIAS=False, HAS_C=False, ACTIVATION="",
+        INT_ACC=False, INT_OUT=False, PERSISTENT=0, grid=(1,), backend="pinghu",
+        num_warps=8)
+    assert k.metadata["local_bytes"] == 0
+    sa = np.ones((n, n // 128), np.float32)
+    sw = np.ones((n // 128, n // 128), np.float32)
+    k = F.fp8_blockwise_ws_kernel.warmup(
+        a, sa, a, sw, out, n, n, n, n, n, 8, 8, n, 1, BM=256, BN=128, GROUP_M=8, STAGES=4,
+        NUM_WARPS=8, PERSISTENT=0, grid=(1,), backend="pinghu", num_warps=4)
+    assert k.metadata["local_bytes"] == 0 and k.metadata["threads_per_block"] == 288
