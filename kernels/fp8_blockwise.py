@@ -78,7 +78,7 @@ def _blockwise_producer(a_desc, b_desc, a_s, b_s, full, empty, M, N, K, BM: ml.c
                         SQUADS: ml.constexpr):
     """One warp: per (tile, 128-K block) of this program, wait until its stage is free,
     then copy A's rows in one box per consumer squad (``a_s[SQUADS * s + q]``) and B's
-    rows in four quarters of the tile's columns (``b_s[4 * s + j]``)."""
+    rows in two halves of the tile's columns (``b_s[2 * s + j]``)."""
     pid, nprog, num_pid_m, num_pid_n, k_steps, steps = program_steps(M, N, K, BM, BN, 128)
     for it in range(steps):
         s = it % STAGES
@@ -90,8 +90,8 @@ def _blockwise_producer(a_desc, b_desc, a_s, b_s, full, empty, M, N, K, BM: ml.c
         for q in ml.static_range(SQUADS):
             ph.tme_load(a_desc, [pid_m * BM + q * (BM // SQUADS), k0], a_s[SQUADS * s + q],
                         full[s])
-        for j in ml.static_range(4):
-            ph.tme_load(b_desc, [pid_n * BN + j * (BN // 4), k0], b_s[4 * s + j], full[s])
+        for j in ml.static_range(2):
+            ph.tme_load(b_desc, [pid_n * BN + j * (BN // 2), k0], b_s[2 * s + j], full[s])
 
 
 @mutile.jit
@@ -100,22 +100,21 @@ def _blockwise_consumer(a_s, b_s, full, empty, as_ptr, bs_ptr, out_ptr, M, N, K,
                         GROUP_M: ml.constexpr, STAGES: ml.constexpr, SQUADS: ml.constexpr,
                         SQUAD: ml.constexpr):
     """One consumer WarpSquad, a partition of its own: rows ``SQUAD * BM / SQUADS`` on of
-    each tile. Per 128-K block and quarter of the tile's columns, an SQMMA into a fresh
-    f32 partial, then ``acc_j = fma(partial, s_a[:, None] * s_b, acc_j)`` with the A
-    scales in registers in the accumulator's layout. A quarter-width partial is what lets
-    a 128-row squad hold its 128 x 128 accumulator (128 registers a thread) and promote
-    without spilling; the other squad's SQMMAs run while this one scales."""
+    each tile. Per 128-K block and half of the tile's columns, an SQMMA into a fresh f32
+    partial, then ``acc_j = fma(partial, s_a[:, None] * s_b, acc_j)`` with the A scales
+    in registers in the accumulator's layout. A half-width partial is what lets a 128-row
+    squad hold its 128 x 128 accumulator (128 registers a thread) and promote without
+    spilling (a full-width one would need 256); the other squad's SQMMAs run while this
+    one scales."""
     SM: ml.constexpr = BM // SQUADS
-    QN: ml.constexpr = BN // 4
+    HN: ml.constexpr = BN // 2
     pid, nprog, num_pid_m, num_pid_n, k_steps, steps = program_steps(M, N, K, BM, BN, 128)
     it = 0
     for tile in range(pid, num_pid_m * num_pid_n, nprog):
         pid_m, pid_n = tile_coords(tile, num_pid_m, num_pid_n, GROUP_M)
         offs_m = pid_m * BM + SQUAD * SM + ml.arange(0, SM)
-        acc0 = ml.zeros((SM, QN), ml.float32)
-        acc1 = ml.zeros((SM, QN), ml.float32)
-        acc2 = ml.zeros((SM, QN), ml.float32)
-        acc3 = ml.zeros((SM, QN), ml.float32)
+        acc0 = ml.zeros((SM, HN), ml.float32)
+        acc1 = ml.zeros((SM, HN), ml.float32)
         for kk in range(k_steps):
             s = it % STAGES
             sb = ml.load(bs_ptr + (pid_n * BN // 128) * stride_bsn + kk)   # BN = 128
@@ -123,26 +122,18 @@ def _blockwise_consumer(a_s, b_s, full, empty, as_ptr, bs_ptr, out_ptr, M, N, K,
                           mask=offs_m[:, None] < M, other=0.0) * sb
             a = a_s[SQUADS * s + SQUAD]
             ph.barrier_wait(full[s], (it // STAGES) & 1)
-            part = ph.sqmma_wait(ph.sqmma(a, b_s[4 * s], None, trans_b=True))
+            part = ph.sqmma_wait(ph.sqmma(a, b_s[2 * s], None, trans_b=True))
             acc0 = ml.fma(part, sab, acc0)
-            part = ph.sqmma_wait(ph.sqmma(a, b_s[4 * s + 1], None, trans_b=True))
-            acc1 = ml.fma(part, sab, acc1)
-            part = ph.sqmma_wait(ph.sqmma(a, b_s[4 * s + 2], None, trans_b=True))
-            acc2 = ml.fma(part, sab, acc2)
-            part = ph.sqmma_wait(ph.sqmma(a, b_s[4 * s + 3], None, trans_b=True))
+            part = ph.sqmma_wait(ph.sqmma(a, b_s[2 * s + 1], None, trans_b=True))
             ph.barrier_arrive(empty[s])
-            acc3 = ml.fma(part, sab, acc3)
+            acc1 = ml.fma(part, sab, acc1)
             it += 1
-        offs_n = pid_n * BN + ml.arange(0, QN)
+        offs_n = pid_n * BN + ml.arange(0, HN)
         o = out_ptr + offs_m[:, None] * stride_om + offs_n[None, :] * stride_on
         rows = offs_m[:, None] < M
         ty = out_ptr.dtype.element_ty
         ml.store(o, acc0.to(ty), mask=rows & (offs_n[None, :] < N))
-        ml.store(o + QN * stride_on, acc1.to(ty), mask=rows & (offs_n[None, :] + QN < N))
-        ml.store(o + 2 * QN * stride_on, acc2.to(ty),
-                 mask=rows & (offs_n[None, :] + 2 * QN < N))
-        ml.store(o + 3 * QN * stride_on, acc3.to(ty),
-                 mask=rows & (offs_n[None, :] + 3 * QN < N))
+        ml.store(o + HN * stride_on, acc1.to(ty), mask=rows & (offs_n[None, :] + HN < N))
 
 
 @mutile.jit
@@ -159,9 +150,9 @@ def fp8_blockwise_ws_kernel(a_ptr, as_ptr, b_ptr, bs_ptr, out_ptr, M, N, K, stri
     a_desc = ml.make_tensor_descriptor(a_ptr, shape=[M, K], strides=[stride_am, 1],
                                        block_shape=[BM // SQUADS, 128])
     b_desc = ml.make_tensor_descriptor(b_ptr, shape=[N, K], strides=[stride_bn, 1],
-                                       block_shape=[BN // 4, 128])
+                                       block_shape=[BN // 2, 128])
     a_s = ph.alloc_shared((SQUADS * STAGES, BM // SQUADS, 128), a_desc.dtype, swizzle=64)
-    b_s = ph.alloc_shared((4 * STAGES, BN // 4, 128), b_desc.dtype, swizzle=64)
+    b_s = ph.alloc_shared((2 * STAGES, BN // 2, 128), b_desc.dtype, swizzle=64)
     full = ph.alloc_barriers(STAGES, arrive_warps=1)
     empty = ph.alloc_barriers(STAGES, arrive_warps=NUM_WARPS)
     ring = (_blockwise_producer, (a_desc, b_desc, a_s, b_s, full, empty, M, N, K, BM, BN,

@@ -179,11 +179,10 @@ def test_addresses_are_formed_sixteen_elements_at_a_time():
 
 def test_the_gemm_epilogues_do_not_spill():
     """The explicit GEMM at 256 x 128 (a 128-register accumulator a thread) and the
-    per-block FP8 GEMM at 256 x 128 on two squads (four 32-register accumulators and a
-    32-register partial) fit 227 registers: before, the GEMM's epilogue spilled (its
-    accumulator, carried around one flattened loop, stayed live beside its scaled copy
-    and a whole tile of 64-bit addresses), and the FP8 kernel's half-width partials
-    did not fit."""
+    per-block FP8 GEMM at 256 x 128 on two squads (two 64-register accumulators and a
+    64-register partial a thread) fit 227 registers: before, the GEMM's epilogue spilled
+    (its accumulator, carried around one flattened loop, stayed live beside its scaled
+    copy and a whole tile of 64-bit addresses)."""
     from mutile.kernels import fp8_blockwise as F, gemm_pinghu as GP
     n = 1024
     a = np.zeros((n, n), ml_dtypes.float8_e4m3fn)
