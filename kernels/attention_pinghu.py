@@ -137,12 +137,19 @@ def kv_loop(q, k_s, v_s, p_buf, full, empty, acc, m_i, l_i, j0, j1, lo, rows, of
             SOFTCAP: ml.constexpr, ALIBI: ml.constexpr, SCORE_MOD: ml.constexpr,
             MASK_MOD: ml.constexpr, MASKED: ml.constexpr, score_mod, mask_mod):
     """Key blocks ``j0 <= j < j1`` of the ring: ``S = Q K^T``, the scores (masked only
-    with ``MASKED``), the online softmax, ``O += P V``; (acc, m_i, l_i) after them."""
+    with ``MASKED``), the online softmax, ``O += P V``; (acc, m_i, l_i) after them.
+    The next block's ``S = Q K^T`` is issued right behind this block's ``O += P V`` and
+    one wait covers both, so a squad pays one SQMMA latency per block, not two. (The
+    last block issues it again on its own keys, whose stage it still holds: one
+    redundant ``Q K^T`` per call that runs a block, instead of a branch in the loop: an
+    SQMMA result carried out of an ``if`` inside the loop spills.)"""
+    s_raw = ml.zeros([q.shape[0], BLOCK_N], ml.float32)
+    if j0 < j1:
+        st = j0 % STAGES
+        ph.barrier_wait(full[st], (j0 // STAGES) & 1)
+        s_raw = ph.sqmma_wait(ph.sqmma(q, k_s[st], trans_b=True))
     for j in range(j0, j1):
         st = j % STAGES
-        ph.barrier_wait(full[st], (j // STAGES) & 1)
-        s_raw = ph.sqmma(q, k_s[st], trans_b=True)
-        s_raw = ph.sqmma_wait(s_raw)
         s = scores(s_raw, sm_scale, softcap, slope, b, h, rows, lo + j * BLOCK_N + offs_n,
                    seq_k, shift, left, right, CAUSAL, WINDOW, SOFTCAP, ALIBI, SCORE_MOD,
                    MASK_MOD, MASKED, score_mod, mask_mod)
@@ -152,7 +159,11 @@ def kv_loop(q, k_s, v_s, p_buf, full, empty, acc, m_i, l_i, j0, j1, lo, rows, of
         ph.sync_warps()
         acc = acc * alpha[:, None]
         acc = ph.sqmma(p_buf, v_s[st], acc)
-        acc = ph.sqmma_wait(acc)
+        jn = ml.where(j + 1 < j1, j + 1, j)
+        nx = jn % STAGES
+        ph.barrier_wait(full[nx], (jn // STAGES) & 1)
+        s_raw = ph.sqmma(q, k_s[nx], trans_b=True)
+        acc, s_raw = ph.sqmma_wait(acc, s_raw)
         ph.barrier_arrive(empty[st])
     return acc, m_i, l_i
 
@@ -291,12 +302,14 @@ def supports(a, out=None) -> bool:
 def _space() -> list:
     """The tuned configs: 128 query rows on one squad with 64- or 32-key blocks, or 256
     rows on two squads, one partition each (their softmax and SQMMAs interleave), with
-    32-key blocks and two or three stages (64-key blocks do not fit two squads' registers:
-    they spill; docs/templates.md compares them)."""
+    32-key blocks (64-key blocks do not fit two squads' registers: they spill;
+    docs/templates.md compares them). Three or four stages: the squad waits for block
+    ``j + 1``'s keys while block ``j``'s stage is still held (:func:`kv_loop`), so with two
+    stages each copy has only one block's softmax to arrive in."""
     return [mutile.Config(dict(BLOCK_M=bm, BLOCK_N=bn, STAGES=stages, SQUADS=squads),
                           num_warps=4)
-            for bm, bn, stages, squads in ((128, 64, 2, 1), (128, 32, 2, 1), (256, 32, 2, 2),
-                                           (256, 32, 3, 2))]
+            for bm, bn, stages, squads in ((128, 64, 3, 1), (128, 32, 3, 1), (256, 32, 3, 2),
+                                           (256, 32, 4, 2))]
 
 
 def shared_bytes(kw: dict, head_dim: int) -> int:

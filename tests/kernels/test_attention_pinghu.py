@@ -129,8 +129,10 @@ def test_supports_only_pinghu(rng):
 
 def test_explicit_kernel_issues_tme_and_sqmma_and_skips_masked_blocks(rng):
     """Causal (seq 256, blocks of 128 x 64): the query blocks see 2 and 4 key blocks
-    instead of 4 and 4, so the modelled MMA flops are 6/8 of the non-causal ones; the
-    ISA has TME copies and SQMMAs."""
+    instead of 4 and 4, so they issue 2 x 2 + 4 x 2 block SQMMAs instead of 16; and each
+    loop over key blocks that runs (the unmasked and the masked one: one and two of them
+    causal, one a query block otherwise) issues one redundant Q K^T after its last
+    block (kv_loop); the ISA has TME copies and SQMMAs."""
     q, k, v = qkv(rng, 1, 1, 1, 256, 256, 128, BF16)
     flops = {}
     for causal in (False, True):
@@ -143,8 +145,9 @@ def test_explicit_kernel_issues_tme_and_sqmma_and_skips_masked_blocks(rng):
         assert "TME.LD.TILE.2D" in text and "SQMMA.M128N64K64.F32.BF16.BF16" in text
         flops[causal] = rec.flops
         check(out, lse, q, k, v, causal=causal)
-    assert flops[False] == 2 * 4 * 2 * (2 * 128 * 64 * 128)
-    assert flops[True] == flops[False] * 6 / 8
+    one = 2 * 128 * 64 * 128                   # one SQMMA's flops (QK^T or PV)
+    assert flops[False] == (2 * 4 * 2 + 2) * one
+    assert flops[True] == (2 * 2 + 4 * 2 + 3) * one
 
 
 @pytest.mark.parametrize("causal", [False, True])

@@ -23,6 +23,7 @@ from .coalesce import coalesce
 from .fold_broadcast import fold_broadcasts
 from .hoist import hoist
 from .inplace import in_place
+from .linear_scan import Full as _Full, allocate_blocks as _allocate, holes
 from .remat import constants, live_across, rematerialize
 from ..isa import BY_MNEMONIC
 from ..isa.operands import RZ, Comment, IntImm, Label, Mem, Pred, PredRun, Reg, Run, Target
@@ -38,14 +39,6 @@ class PredicatePressure(CompilationError):
     """More predicates live at once than the machine has (predicates never spill);
     ``single``: one mask alone needs more than all of them."""
     single = False
-
-
-class _Full(Exception):
-    """:func:`_allocate` without spilling found no room for block ``v``."""
-
-    def __init__(self, v):
-        super().__init__(v)
-        self.v = v
 
 
 @dataclass
@@ -138,92 +131,6 @@ def spill_weights(code: list[VIns]) -> dict:
 ASYNC_WEIGHT = 1 << 60
 
 
-def _allocate(iv: dict, kind: str, budget: int, can_spill: bool, weight=None, reuse=None,
-              tile: int = BUDGET + 1):
-    """Linear scan. When a block does not fit, spill the cheapest blocks (by ``weight``)
-    among the live ones and itself until it fits (a block is spilled for its whole life;
-    registers it held earlier simply stay unused); without ``can_spill``, raise
-    :class:`_Full` naming the block. Blocks of ``tile`` registers or more are placed from the
-    top down (apart from long-lived scalars at the bottom). A block takes the registers of a source in
-    ``reuse`` (:func:`.inplace.in_place`) that dies where it is defined."""
-    order = sorted((v for v in iv if v.kind == kind), key=lambda v: (iv[v][0], v.id))
-    free = [True] * budget
-    active: list = []
-    where: dict = {}
-    spilled: dict = {}
-    local = 0
-    top = 0
-
-    def spill(v):
-        nonlocal local
-        local = -(-local // 16) * 16
-        spilled[v] = local
-        local += 4 * v.nregs
-
-    for v in order:
-        start = iv[v][0]
-        keep = []
-        for a in active:
-            if iv[a][1] < start:
-                free[where[a]:where[a] + a.nregs] = [True] * a.nregs
-            else:
-                keep.append(a)
-        active = keep
-        slot = _in_place(v, iv, where, active, free, reuse)
-        if slot is None:
-            slot = _first_fit(free, v.nregs, max(v.align, 1), v.nregs >= tile)
-        if slot is None:
-            if not can_spill:
-                raise _Full(v)
-            mine = (weight or {}).get(v, 0)
-            victims = []
-            trial = list(free)
-            for a in sorted(active, key=lambda a: ((weight or {}).get(a, 0), -a.nregs)):
-                if sum((weight or {}).get(x, 0) for x in victims + [a]) >= mine:
-                    break
-                victims.append(a)
-                trial[where[a]:where[a] + a.nregs] = [True] * a.nregs
-                slot = _first_fit(trial, v.nregs, max(v.align, 1))
-                if slot is not None:
-                    break
-            if slot is None:
-                spill(v)
-                continue
-            for a in victims:
-                active.remove(a)
-                del where[a]
-                spill(a)
-            free = trial
-        free[slot:slot + v.nregs] = [False] * v.nregs
-        where[v] = slot
-        top = max(top, slot + v.nregs)
-        active.append(v)
-    return where, spilled, local, top
-
-
-def _in_place(v, iv: dict, where: dict, active: list, free: list, reuse):
-    """The slot of a source of ``v`` that dies at ``v``'s definition, freed, or None."""
-    start = iv[v][0]
-    for a in (reuse or {}).get(v, ()):
-        if a in where and a in active and iv[a][1] == start and \
-                where[a] % max(v.align, 1) == 0:
-            active.remove(a)
-            free[where[a]:where[a] + a.nregs] = [True] * a.nregs
-            return where[a]
-    return None
-
-
-def _first_fit(free: list, n: int, align: int, top_down: bool = False):
-    limit = len(free) - n
-    if limit < 0:
-        return None
-    starts = range(limit - limit % align, -1, -align) if top_down else range(0, limit + 1, align)
-    for i in starts:
-        if all(free[i:i + n]):
-            return i
-    return None
-
-
 _PURE_UNITS = {"ALU", "SFU", "CVT", "S2R", "SHFL", "WMMA"}
 
 
@@ -267,11 +174,14 @@ def allocate(code: list[VIns], loc=None, pinned=(), budget: int = BUDGET):
         raise CompilationError(f"pinghu codegen: a register budget of {budget} is outside "
                                f"{SCRATCH + 8} .. {BUDGET}", loc)
     blocks = constants(code, pinned)
+    pinned_set = set(pinned)
     while True:
         iv = intervals(code, pinned)
         reuse = in_place(code)
         try:
-            where, _, _, top = _allocate(iv, "R", budget, False, reuse=reuse)
+            where, _, _, top = _allocate(iv, "R", budget, False, reuse=reuse,
+                                         gaps={v: h for v, h in holes(code).items()
+                                               if v not in pinned_set})
             break
         except _Full as e:
             hot = live_across(iv, blocks, iv[e.v][0], code)

@@ -116,14 +116,19 @@ def _attention_meta(config, causal=False):
 
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("config", [dict(BLOCK_M=128, BLOCK_N=64, STAGES=2, SQUADS=1),
-                                    dict(BLOCK_M=256, BLOCK_N=32, STAGES=2, SQUADS=2)])
+                                    dict(BLOCK_M=256, BLOCK_N=32, STAGES=2, SQUADS=2),
+                                    dict(BLOCK_M=128, BLOCK_N=64, STAGES=3, SQUADS=1),
+                                    dict(BLOCK_M=256, BLOCK_N=32, STAGES=3, SQUADS=2)])
 def test_the_attention_forward_does_not_spill(config, causal):
     """The explicit forward at head dim 128 (an f32 accumulator of 128 registers per
     thread beside the scores) fits its registers: nothing goes to local memory. Before
     the changes this file tests, its loop-carried O went through local memory every
     key block; causal masks (three comparisons and two ANDs over the block, each of 64
     predicates a thread) ran out of predicates until the ANDs too were evaluated 16
-    elements at a time."""
+    elements at a time. Since the loop issues the next block's Q K^T behind P V, its score
+    carrier is read at the top and rewritten at the bottom: without the linear scan's
+    holes (codegen/linear_scan.py) the scaled scores could not take its registers, and
+    256x32 spilled 4384 bytes a thread."""
     meta = _attention_meta(config, causal)
     assert meta["local_bytes"] == 0
     assert meta["registers_per_thread"] * meta["threads_per_block"] <= REGISTER_FILE
