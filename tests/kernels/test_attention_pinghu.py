@@ -56,6 +56,37 @@ def test_every_config_gives_the_answer(rng, config, opt):
     check(out, lse, q, k, v, **{n: x for n, x in kw.items() if n != "enable_gqa"})
 
 
+@pytest.mark.parametrize("programs", [1, 3, 5])
+@pytest.mark.parametrize("config", [CFG, dict(BLOCK_M=256, BLOCK_N=32, STAGES=3, SQUADS=2)],
+                         ids=["128x64x2x1", "256x32x3x2"])
+def test_a_program_takes_many_work_items(rng, monkeypatch, programs, config):
+    """Fewer programs than work items (the persistent grid, cut down): each program
+    takes its snake share of the (batch, head, query block) items, longest first, with
+    the K/V ring, Q's two buffers and their barrier phases running on across items. 2 x
+    2 heads of ragged causal seq 300 x 333: 12 items of 128 rows (1 program: all; 5
+    programs: rounds of 5, 5 and 2) or 8 of 256."""
+    monkeypatch.setattr(aph, "programs", lambda items, kw, d: min(items, programs))
+    q, k, v = qkv(rng, 2, 2, 2, 300, 333, 64, BF16)
+    a = prepare(q, k, v, causal=True, backend="pinghu")
+    out = poisoned_like(q)
+    lse = np.full(q.shape[:3], np.nan, np.float32)
+    with mutile.profile(sample=False) as prof:
+        aph.run(a, out, lse, config=config)
+    assert prof.launches[0].grid[0] == programs
+    check(out, lse, q, k, v, causal=True)
+
+
+def test_the_persistent_grid_fills_the_machine():
+    """One program per work item up to what the MPs hold at once: 56 MPs, one 256-row
+    block an MP (two squads), two 128-row blocks where shared memory has room."""
+    big = dict(BLOCK_M=256, BLOCK_N=32, STAGES=3, SQUADS=2)
+    small = dict(BLOCK_M=128, BLOCK_N=32, STAGES=3, SQUADS=1)
+    assert aph.programs(10, big, 128) == 10
+    assert aph.programs(10 ** 6, big, 128) == 56
+    assert aph.programs(10 ** 6, small, 64) == 112
+    assert aph.programs(10 ** 6, dict(BLOCK_M=128, BLOCK_N=64, STAGES=3, SQUADS=1), 128) == 56
+
+
 def test_causal_long_sequence_two_heads(rng):
     """Seq 1024 causal on 2 heads: the last query blocks of both heads loop longest, alone,
     with their loop state in spill slots (this once looped forever: the interpreter lost
@@ -179,6 +210,9 @@ def test_a_config_names_all_four_blocks(rng):
     a = prepare(q, k, v, backend="pinghu")
     with pytest.raises(ValueError, match="BLOCK_M, BLOCK_N, STAGES and SQUADS"):
         aph.run(a, np.empty_like(q), np.empty((1, 1, 64), np.float32), config=dict(BLOCK_M=128))
+    with pytest.raises(ValueError, match="STAGES must be at least 2"):
+        aph.run(a, np.empty_like(q), np.empty((1, 1, 64), np.float32),
+                config=dict(BLOCK_M=128, BLOCK_N=64, STAGES=1, SQUADS=1))
 
 
 def test_llvm_gives_the_same_answers_through_the_portable_kernel(rng):

@@ -4,9 +4,14 @@ The lowerings recompute what they need where they need it (index runs from the t
 id, fragment addresses, offsets), which inside a loop repeats every iteration. An
 instruction is hoisted to just before its loop when it is pure (ALU, SFU, CVT, S2R),
 unguarded, the only definition of its destinations, and reads only values defined
-outside the loop (or by instructions already hoisted). Hoisting is speculative only for
+outside the loop (or by instructions already hoisted); out of a loop with loops inside,
+only what the loop's own level needs (a value only a nested loop reads stays just before
+that loop, computed once per iteration of this one). Hoisting is speculative only for
 such pure instructions, which cannot fault. Hoisted values stay live across the loop, so
-at most :data:`BUDGET` registers are hoisted per loop (more would spill inside it).
+at most :data:`BUDGET` registers are hoisted across any loop (more would spill inside
+it): a value hoisted out of an outer loop is live across every loop nested in it too,
+and counts against each of theirs (once: a value hoisted out of an inner loop, then out
+of the loop around it, counts once against the inner one).
 """
 from __future__ import annotations
 
@@ -31,11 +36,12 @@ def _writes(ins: VIns):
             if spec.dst and isinstance(o, (VR, VP))]
 
 
-def hoist(code: list[VIns]) -> list[VIns]:
+def hoist(code: list[VIns], budget: int = BUDGET) -> list[VIns]:
     """``code`` with loop-invariant instructions moved out of their loops (innermost
-    first; repeated until nothing moves)."""
+    first; repeated until nothing moves), at most ``budget`` registers across a loop."""
     code = list(code)
     left: dict = {}                 # loop id -> registers it may still hoist
+    across: dict = {}               # hoisted block -> the loops it is live across
     moved = True
     while moved:
         moved = False
@@ -47,25 +53,68 @@ def hoist(code: list[VIns]) -> list[VIns]:
         for begin, end in loop_spans(code):
             inside = code[begin + 1:end]
             defined_in = {v for ins in inside if ins.row is not None for v in _writes(ins)}
-            ident = code[begin].loop[1]
-            out, keep, budget = [], [], left.get(ident, BUDGET)
+            loops = [code[begin].loop[1]] + [i.loop[1] for i in inside
+                                             if i.loop is not None and i.loop[0] == "begin"]
+            wanted = _wanted(inside, defs, defined_in)
+            out, keep = [], []
             for ins in inside:
                 w = _writes(ins) if ins.row is not None else []
-                if (ins.row is not None and ins.row.unit in _PURE and ins.guard is None
-                        and w and all(defs[v] == 1 for v in w)
-                        and not any(v in defined_in for v in _reads(ins))
-                        and sum(v.nregs for v in w if v.kind == "R") <= budget):
+                if (id(ins) in wanted and not any(v in defined_in for v in _reads(ins))
+                        and _charge(w, loops, left, across, budget)):
                     out.append(ins)
-                    budget -= sum(v.nregs for v in w if v.kind == "R")
                     defined_in -= set(w)
                 else:
                     keep.append(ins)
-            left[ident] = budget
             if out:
                 code[begin:end] = out + [code[begin]] + keep
                 moved = True
                 break
     return code
+
+
+def _pure(ins: VIns, defs: dict) -> bool:
+    w = _writes(ins)
+    return (ins.row.unit in _PURE and ins.guard is None and bool(w)
+            and all(defs[v] == 1 for v in w))
+
+
+def _wanted(inside: list[VIns], defs: dict, defined_in: set) -> set:
+    """ids of the instructions of a loop body worth hoisting: pure ones of the body's
+    own level (a nested loop hoisted its invariants to just before it already) whose
+    values the body's own level reads, and what they read. A value that only a nested
+    loop reads is computed once per iteration of this loop before that loop; hoisting it
+    out of this one too would save nothing but keep it live across this whole loop."""
+    depth, level = 0, []
+    for ins in inside:
+        if ins.loop is not None:
+            depth += 1 if ins.loop[0] == "begin" else -1
+        elif ins.row is not None and depth == 0:
+            level.append(ins)
+    cand = {v: ins for ins in level if _pure(ins, defs) for v in _writes(ins)}
+    stay = [ins for ins in level if not _pure(ins, defs)]
+    todo = [cand[v] for ins in stay for v in _reads(ins) if v in cand]
+    wanted: set = set()
+    while todo:
+        ins = todo.pop()
+        if id(ins) not in wanted:
+            wanted.add(id(ins))
+            todo.extend(cand[v] for v in _reads(ins) if v in cand)
+    return wanted
+
+
+def _charge(w: list, loops: list, left: dict, across: dict, budget: int) -> bool:
+    """Whether the blocks ``w`` fit the budgets of ``loops`` (a loop and those nested in
+    it), each loop charged only for the blocks not yet live across it; charges them."""
+    regs = [v for v in w if v.kind == "R"]
+    new = {ident: sum(v.nregs for v in regs if ident not in across.get(v, ()))
+           for ident in loops}
+    if any(n > left.get(ident, budget) for ident, n in new.items()):
+        return False
+    for ident, n in new.items():
+        left[ident] = left.get(ident, budget) - n
+    for v in regs:
+        across.setdefault(v, set()).update(loops)
+    return True
 
 
 def loop_spans(code: list[VIns]) -> list[tuple[int, int]]:

@@ -21,7 +21,7 @@ from mutile.errors import CompilationError
 from .values import VP, VR, VIns, VMem
 from .coalesce import coalesce
 from .fold_broadcast import fold_broadcasts
-from .hoist import hoist
+from .hoist import BUDGET as HOIST_BUDGET, hoist
 from .inplace import in_place
 from .linear_scan import Full as _Full, allocate_blocks as _allocate, holes
 from .remat import constants, live_across, rematerialize
@@ -178,10 +178,9 @@ def allocate(code: list[VIns], loc=None, pinned=(), budget: int = BUDGET):
     while True:
         iv = intervals(code, pinned)
         reuse = in_place(code)
+        gaps = {v: h for v, h in holes(code).items() if v not in pinned_set}
         try:
-            where, _, _, top = _allocate(iv, "R", budget, False, reuse=reuse,
-                                         gaps={v: h for v, h in holes(code).items()
-                                               if v not in pinned_set})
+            where, top = _fit(iv, budget, reuse, gaps)
             break
         except _Full as e:
             hot = live_across(iv, blocks, iv[e.v][0], code)
@@ -444,13 +443,31 @@ def build_program(name: str, params: list[Param], code: list[VIns], threads: int
     return prog
 
 
+def _fit(iv: dict, budget: int, reuse: dict, gaps: dict):
+    """(where, top) of an allocation without spills: first fit in order, else with the
+    blocks of :data:`TILE` registers or more placed from the top down (scalars then
+    fill the bottom instead of splitting the file where a large aligned block needs
+    room); :class:`_Full` (of the first attempt) when neither fits."""
+    try:
+        where, _, _, top = _allocate(iv, "R", budget, False, reuse=reuse, gaps=gaps)
+    except _Full as e:
+        try:
+            where, _, _, top = _allocate(iv, "R", budget, False, reuse=reuse, tile=TILE,
+                                         gaps=gaps)
+        except _Full:
+            raise e from None
+    return where, top
+
+
 def _variants(code: list[VIns], pinned):
-    """The code to allocate, best first: hoisted (:mod:`.hoist`) or not, carriers
-    coalesced (:mod:`.coalesce`) or not, broadcast moves folded (:mod:`.fold_broadcast`)."""
+    """The code to allocate, best first: hoisted (:mod:`.hoist`: its full budget, then
+    a quarter of it) or not, carriers coalesced (:mod:`.coalesce`) or not, broadcast
+    moves folded (:mod:`.fold_broadcast`)."""
     plain = fold_broadcasts(dead_code(code))
-    hoisted = dead_code(hoist(plain))
-    yield coalesce(hoisted, pinned)
-    yield hoisted
+    for budget in (HOIST_BUDGET, HOIST_BUDGET // 4):
+        hoisted = dead_code(hoist(plain, budget))
+        yield coalesce(hoisted, pinned)
+        yield hoisted
     yield coalesce(plain, pinned)
     yield plain
 

@@ -78,3 +78,19 @@ def test_two_guests_of_one_hole_do_not_share_registers():
     assert {where[a], where[b]} == {0, 4} and top == 8
     with pytest.raises(Full):
         allocate_blocks({**iv, VReg(4, 4): [5, 6]}, "R", 8, False, gaps={p: [(2, 8)]})
+
+
+def test_tiles_from_the_top_leave_the_bottom_to_scalars():
+    """A 16-register tile placed first fit takes R0-15; a scalar born while it lives goes
+    above it and one born after it to R0, so a second aligned tile has no room although
+    18 of 32 registers are live. Placed from the top down (the allocation's second try
+    without spills, regalloc._fit) the tiles keep R16-31 and the scalars R0, R1."""
+    from mutile.backends.pinghu.codegen.regalloc import _fit
+    t1, t2 = VReg(1, 16, 16), VReg(2, 16, 16)
+    s1, s2 = VReg(3, 1), VReg(4, 1)
+    iv = {t1: [0, 3], s1: [1, 10], s2: [4, 10], t2: [5, 10]}
+    with pytest.raises(Full):
+        allocate_blocks(iv, "R", 32, False)
+    where, top = _fit(iv, 32, {}, {})
+    assert where[t1] == where[t2] == 16 and sorted((where[s1], where[s2])) == [0, 1]
+    assert top == 32

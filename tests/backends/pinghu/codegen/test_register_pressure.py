@@ -105,11 +105,11 @@ def _attention_meta(config, causal=False):
     lse = np.zeros(q.shape[:3], np.float32)
     a = attention_host.prepare(q, q, q, backend="pinghu")
     st = [s // 2 for s in q.strides[:3]]
-    args = (q, q, q, out, lse, a.slopes, 512, 512, 1, 1, a.sm_scale, 0.0, 0, 0, *st, *st, *st,
+    args = (q, q, q, out, lse, a.slopes, 512, 512, 1, 1, 1, a.sm_scale, 0.0, 0, 0, *st, *st, *st,
             lse.strides[0] // 4, lse.strides[1] // 4, 0)
     flags = dict(CAUSAL=causal, WINDOW=False, SOFTCAP=False, ALIBI=False, SCORE_MOD=False,
                  MASK_MOD=False)
-    k = aph.kernel_for(None, None).warmup(*args, grid=(1, 1), backend="pinghu", num_warps=4,
+    k = aph.kernel_for(None, None).warmup(*args, grid=(1,), backend="pinghu", num_warps=4,
                                           HEAD_DIM=128, **flags, **config)
     return k.metadata
 
@@ -117,6 +117,7 @@ def _attention_meta(config, causal=False):
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("config", [dict(BLOCK_M=128, BLOCK_N=64, STAGES=2, SQUADS=1),
                                     dict(BLOCK_M=256, BLOCK_N=32, STAGES=2, SQUADS=2),
+                                    dict(BLOCK_M=128, BLOCK_N=32, STAGES=3, SQUADS=1),
                                     dict(BLOCK_M=128, BLOCK_N=64, STAGES=3, SQUADS=1),
                                     dict(BLOCK_M=256, BLOCK_N=32, STAGES=3, SQUADS=2)])
 def test_the_attention_forward_does_not_spill(config, causal):
@@ -138,7 +139,7 @@ def test_a_block_fits_the_register_file():
     """Two consumer squads and a producer warp (288 threads): at most 227 registers per
     thread, or the block could not be resident; a spill-heavy config then spills
     instead of overcommitting the register file."""
-    meta = _attention_meta(dict(BLOCK_M=256, BLOCK_N=64, STAGES=2, SQUADS=2))
+    meta = _attention_meta(dict(BLOCK_M=256, BLOCK_N=64, STAGES=1, SQUADS=2))
     assert meta["threads_per_block"] == 288
     assert meta["registers_per_thread"] <= REGISTER_FILE // 288 == 227
 

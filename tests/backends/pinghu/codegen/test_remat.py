@@ -16,7 +16,8 @@ from mutile.backends.pinghu.isa.operands import IntImm
 from ....conftest import poison
 
 BLOCK = 2048            # 16 f32 a thread on 4 warps: 16 registers, 32 for its addresses
-BUDGET = 80             # the load's and store's peak fits; the parameters on top do not
+BUDGET = 72             # the load's and store's peak fits; the parameters on top do not
+                        # (at 80 they do, since tiles may be placed from the top down)
 CS = (1.5, -0.5, 0.75, 0.25, -1.25, 2.0, 0.5, -0.125)
 
 
