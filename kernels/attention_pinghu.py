@@ -41,7 +41,7 @@ import mutile.language as ml
 import mutile.language.pinghu as ph
 
 from .attention_parts import LOG2E, kv_bounds, no_mask_mod, no_score_mod, visible
-from .gemm_common import shared_limit
+from .gemm_common import _cores, shared_limit
 
 SQUAD_ROWS = 64                   # query rows per consumer WarpSquad (SQMMA M 64)
 
@@ -65,6 +65,15 @@ def work_item(t, pid, nprog, n_bh, nm):
     and backward on odd ones, so each program's total stays close to the mean."""
     r = t * nprog + ml.where(t % 2 == 0, pid, nprog - 1 - pid)
     return r % n_bh, nm - 1 - r // n_bh
+
+
+@mutile.jit
+def key_blocks(start_m, seq_k, shift, left, right, BLOCK_M: ml.constexpr,
+               BLOCK_N: ml.constexpr, CAUSAL: ml.constexpr, WINDOW: ml.constexpr):
+    """(first key, number of key blocks) query block ``start_m`` sees: what the producer
+    loads and the squads consume, one definition for both sides of the ring."""
+    lo, hi = kv_bounds(start_m, seq_k, shift, left, right, BLOCK_M, BLOCK_N, CAUSAL, WINDOW)
+    return lo, ml.cdiv(ml.maximum(hi - lo, 0), BLOCK_N)
 
 
 @mutile.jit
@@ -94,9 +103,8 @@ def producer(Q, K, V, q_s, k_s, v_s, q_bar, q_free, full, empty, seq_q, seq_k, h
                                            strides=[s_kn, 1], block_shape=[BLOCK_N, HEAD_DIM])
         v_desc = ml.make_tensor_descriptor(V + b * s_kb + hk * s_kh, shape=[seq_k, HEAD_DIM],
                                            strides=[s_kn, 1], block_shape=[BLOCK_N, HEAD_DIM])
-        lo, hi = kv_bounds(start_m, seq_k, shift, left, right, BLOCK_M, BLOCK_N, CAUSAL,
+        lo, n = key_blocks(start_m, seq_k, shift, left, right, BLOCK_M, BLOCK_N, CAUSAL,
                            WINDOW)
-        n = ml.cdiv(ml.maximum(hi - lo, 0), BLOCK_N)
         buf = t % 2
         ph.barrier_wait(q_free[buf], ((t // 2) & 1) ^ 1)
         ph.barrier_expect_tx(q_bar[buf], BLOCK_M * HEAD_DIM * q_s.dtype.itemsize)
@@ -251,9 +259,8 @@ def consumer(q_s, p_s, k_s, v_s, q_bar, q_free, full, empty, Out, Lse, Slopes, s
         slope = 0.0
         if ALIBI:
             slope = ml.load(Slopes + b * s_ab + h)
-        lo, hi = kv_bounds(start_m, seq_k, shift, left, right, BLOCK_M, BLOCK_N, CAUSAL,
+        lo, n = key_blocks(start_m, seq_k, shift, left, right, BLOCK_M, BLOCK_N, CAUSAL,
                            WINDOW)
-        n = ml.cdiv(ml.maximum(hi - lo, 0), BLOCK_N)
         m_i = ml.full([SQUAD_M], -float("inf"), ml.float32)
         l_i = ml.zeros([SQUAD_M], ml.float32)
         acc = ml.zeros([SQUAD_M, HEAD_DIM], ml.float32)
@@ -384,10 +391,9 @@ def programs(items: int, kw: dict, head_dim: int) -> int:
     consumer squads an MP, whose registers fill the register file), at most one per work
     item."""
     from mutile import machines
-    m = machines.current()
-    per_mp = min(int(m.value("device", "shared_per_mp")) // shared_bytes(kw, head_dim),
-                 2 // kw["SQUADS"])
-    return max(1, min(items, int(m.value("device", "mp_count")) * max(1, per_mp)))
+    shared = int(machines.current().value("device", "shared_per_mp"))
+    per_mp = max(1, min(shared // shared_bytes(kw, head_dim), 2 // kw["SQUADS"]))
+    return max(1, min(items, _cores("pinghu", {}) * per_mp))
 
 
 def prune(configs, nargs, **kwargs):

@@ -36,9 +36,9 @@ def _writes(ins: VIns):
             if spec.dst and isinstance(o, (VR, VP))]
 
 
-def hoist(code: list[VIns], budget: int = BUDGET) -> list[VIns]:
+def hoist(code: list[VIns]) -> list[VIns]:
     """``code`` with loop-invariant instructions moved out of their loops (innermost
-    first; repeated until nothing moves), at most ``budget`` registers across a loop."""
+    first; repeated until nothing moves)."""
     code = list(code)
     left: dict = {}                 # loop id -> registers it may still hoist
     across: dict = {}               # hoisted block -> the loops it is live across
@@ -60,7 +60,7 @@ def hoist(code: list[VIns], budget: int = BUDGET) -> list[VIns]:
             for ins in inside:
                 w = _writes(ins) if ins.row is not None else []
                 if (id(ins) in wanted and not any(v in defined_in for v in _reads(ins))
-                        and _charge(w, loops, left, across, budget)):
+                        and _charge(w, loops, left, across)):
                     out.append(ins)
                     defined_in -= set(w)
                 else:
@@ -102,16 +102,16 @@ def _wanted(inside: list[VIns], defs: dict, defined_in: set) -> set:
     return wanted
 
 
-def _charge(w: list, loops: list, left: dict, across: dict, budget: int) -> bool:
+def _charge(w: list, loops: list, left: dict, across: dict) -> bool:
     """Whether the blocks ``w`` fit the budgets of ``loops`` (a loop and those nested in
     it), each loop charged only for the blocks not yet live across it; charges them."""
     regs = [v for v in w if v.kind == "R"]
     new = {ident: sum(v.nregs for v in regs if ident not in across.get(v, ()))
            for ident in loops}
-    if any(n > left.get(ident, budget) for ident, n in new.items()):
+    if any(n > left.get(ident, BUDGET) for ident, n in new.items()):
         return False
     for ident, n in new.items():
-        left[ident] = left.get(ident, budget) - n
+        left[ident] = left.get(ident, BUDGET) - n
     for v in regs:
         across.setdefault(v, set()).update(loops)
     return True

@@ -7,8 +7,9 @@ Blocks get contiguous, aligned physical ranges below the per-thread budget. When
 does not fit it is *spilled*: it lives in local memory, and every instruction that names
 it loads it into reserved scratch registers first and stores what it wrote afterwards
 (an instruction whose spilled operands exceed the scratch area is split into element
-chunks; runs make every instruction splittable). Before spilling, constants live where
-no register is left are rematerialized at their reads (:mod:`.remat`). Predicates are
+chunks; runs make every instruction splittable). Before spilling, the scan
+(:mod:`.linear_scan`) tries again with large blocks placed from the top down, and then
+constants live where no register is left are rematerialized at their reads (:mod:`.remat`). Predicates are
 allocated the same way and are never spilled (they are short-lived by construction).
 """
 from __future__ import annotations
@@ -21,7 +22,7 @@ from mutile.errors import CompilationError
 from .values import VP, VR, VIns, VMem
 from .coalesce import coalesce
 from .fold_broadcast import fold_broadcasts
-from .hoist import BUDGET as HOIST_BUDGET, hoist
+from .hoist import hoist
 from .inplace import in_place
 from .linear_scan import Full as _Full, allocate_blocks as _allocate, holes
 from .remat import constants, live_across, rematerialize
@@ -460,14 +461,12 @@ def _fit(iv: dict, budget: int, reuse: dict, gaps: dict):
 
 
 def _variants(code: list[VIns], pinned):
-    """The code to allocate, best first: hoisted (:mod:`.hoist`: its full budget, then
-    a quarter of it) or not, carriers coalesced (:mod:`.coalesce`) or not, broadcast
-    moves folded (:mod:`.fold_broadcast`)."""
+    """The code to allocate, best first: hoisted (:mod:`.hoist`) or not, carriers
+    coalesced (:mod:`.coalesce`) or not, broadcast moves folded (:mod:`.fold_broadcast`)."""
     plain = fold_broadcasts(dead_code(code))
-    for budget in (HOIST_BUDGET, HOIST_BUDGET // 4):
-        hoisted = dead_code(hoist(plain, budget))
-        yield coalesce(hoisted, pinned)
-        yield hoisted
+    hoisted = dead_code(hoist(plain))
+    yield coalesce(hoisted, pinned)
+    yield hoisted
     yield coalesce(plain, pinned)
     yield plain
 

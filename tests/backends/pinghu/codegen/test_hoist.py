@@ -79,12 +79,3 @@ def test_hoisting_out_of_an_outer_loop_counts_against_the_nested_ones():
     assert _where(out, c1)[1] == [1]
     alone = [_loop("begin", 1), c1, _add(x, t1), _loop("end", 1)]
     assert _where(hoist(alone), c1) == (0, [])  # with no nested loop it is hoisted
-
-
-def test_a_smaller_budget_hoists_less():
-    t = VReg(1, 16)
-    x = VReg(2, 16)
-    c = _const(t, 1)
-    code = [_loop("begin", 1), c, _add(x, t), _loop("end", 1)]
-    assert _where(hoist(code, 16), c)[1] == []
-    assert _where(hoist(code, 12), c)[1] == [1]
