@@ -21,8 +21,8 @@ import mutile.language as ml
 from . import attention_bwd_pinghu
 from .attention import pick_blocks, sparse_list
 from .attention_host import bm_strides, prepare
-from .attention_parts import (kv_bounds, no_mask_mod, no_score_mod, q_bounds, raw_scores,
-                              score_grads, seq_info)
+from .attention_parts import (kv_bounds, lse_base2, no_mask_mod, no_score_mod, q_bounds,
+                              raw_scores, score_grads, seq_info)
 from .block_mask import score_mod_grad as registered_grad
 
 
@@ -50,7 +50,7 @@ def tile_grads(q, k, v, do, lse, delta, sm_scale, softcap, slope, b, h, rows, co
         dp = ml.dot(do, ml.trans(v), input_precision="ieee")
     else:
         dp = ml.dot(do, ml.trans(v))
-    return score_grads(s, g, dp, lse[:, None], delta[:, None], b, h, rows[:, None],
+    return score_grads(s, g, dp, lse_base2(lse)[:, None], delta[:, None], b, h, rows[:, None],
                        cols[None, :], seq_q, seq_k, shift, left, right, CAUSAL, WINDOW,
                        SCORE_MOD, MASK_MOD, score_mod, score_grad, mask_mod)
 
@@ -259,14 +259,14 @@ def flash_attention_backward(do, q, k, v, o, lse, *, causal=False, sm_scale=None
     for x, ref, name in ((dq, a.q, "dq"), (dk, a.k, "dk"), (dv, a.v, "dv")):
         if x.shape != ref.shape or x.dtype != ref.dtype or not x.flags.c_contiguous:
             raise ValueError(f"out's {name} must be a C-contiguous {ref.dtype} {ref.shape}")
+    if attention_bwd_pinghu.supports(a, do):
+        attention_bwd_pinghu.run(a, do, o, lse, out, score_grad=score_mod_grad)
+        return dq, dk, dv
     D = a.head_dim
     delta = np.empty(a.q.shape[:3], np.float32)
     rows_total = delta.size
     _delta_kernel[(mutile.cdiv(rows_total, 64),)](o, do, delta, rows_total, HEAD_DIM=D,
                                                   BLOCK=64, **a.launch())
-    if attention_bwd_pinghu.supports(a, do):
-        attention_bwd_pinghu.run(a, do, lse, delta, out, score_grad=score_mod_grad)
-        return dq, dk, dv
     key = (score_mod, score_mod_grad, a.mask_mod)
     if key not in _BACKWARDS:
         _BACKWARDS[key] = build_backward(*key)

@@ -69,19 +69,27 @@ def visible(b, h, q_idx, kv_idx, seq_k, shift, left, right, CAUSAL: ml.constexpr
 
 
 @mutile.jit
-def score_grads(s, g, dp, lse, delta, b, h, q_idx, kv_idx, seq_q, seq_k, shift, left, right,
+def lse_base2(lse):
+    """The forward's natural-log ``lse`` as :func:`score_grads` takes it: in base 2, and
+    0 for a row that sees no key (-inf), whose probabilities are all 0. Applied to the
+    per-row vector before it is broadcast over a tile."""
+    return ml.where(lse == -float("inf"), 0.0, lse) * LOG2E
+
+
+@mutile.jit
+def score_grads(s, g, dp, lse2, delta, b, h, q_idx, kv_idx, seq_q, seq_k, shift, left, right,
                 CAUSAL: ml.constexpr, WINDOW: ml.constexpr, SCORE_MOD: ml.constexpr,
                 MASK_MOD: ml.constexpr, score_mod, score_grad, mask_mod):
     """(p, ds) of one tile from its step-1-3 scores ``s``, their chain factor ``g`` and
-    ``dp = do . v``; ``lse``, ``delta`` and the positions ``q_idx``, ``kv_idx`` broadcast
+    ``dp = do . v``; ``lse2`` (:func:`lse_base2` of the forward's lse), ``delta`` and the
+    positions ``q_idx``, ``kv_idx`` broadcast
     against the tile ([M, 1], [1, N]; or [1, M], [N, 1] for a transposed tile)."""
     if SCORE_MOD:
         g = g * score_grad(s, b, h, q_idx, kv_idx)
         s = score_mod(s, b, h, q_idx, kv_idx)
     keep = visible(b, h, q_idx, kv_idx, seq_k, shift, left, right, CAUSAL, WINDOW, MASK_MOD,
                    mask_mod) & (q_idx < seq_q)
-    lse_safe = ml.where(lse == -float("inf"), 0.0, lse) * LOG2E
-    p = ml.where(keep, ml.exp2(s * LOG2E - lse_safe), 0.0)
+    p = ml.where(keep, ml.exp2(s * LOG2E - lse2), 0.0)
     ds = p * (dp - delta) * g
     return p, ds
 

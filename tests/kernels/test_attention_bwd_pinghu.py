@@ -15,7 +15,7 @@ from mutile.kernels.attention_host import prepare
 from .attention_kit import (BF16, F16, assert_grads, checkerboard, forget_decisions, head_bias,
                             misaligned, poisoned_like, portable_kwargs, qkv, reference_grads)
 
-EXPLICIT = ["_delta_kernel", "attn_bwd_dkdv_ph_kernel", "attn_bwd_dq_ph_kernel"]
+EXPLICIT = ["attn_bwd_dkdv_ph_kernel", "attn_bwd_dq_ph_kernel", "attn_bwd_stats_kernel"]
 PORTABLE = ["_delta_kernel", "dkdv_kernel", "dq_kernel"]
 FWD_KEYS = ("causal", "window", "alibi_slopes", "softcap", "score_mod", "mask_mod",
             "enable_gqa", "sm_scale", "block_mask", "cu_seqlens_q", "cu_seqlens_k")
@@ -98,13 +98,13 @@ def test_every_config_gives_the_gradients(rng, name):
     kw = dict(causal=True, window=(120, 0), enable_gqa=True)
     o, lse = flash_attention(q, k, v, return_lse=True, backend="pinghu", **kw)
     want = reference_grads(q, k, v, do, causal=True, window=(120, 0))
-    delta = (o.astype(np.float32) * do.astype(np.float32)).sum(-1)
     a = prepare(q, k, v, backend="pinghu", **kw)
+    st = abp.stats(a, o, do, lse)
     part = slice(0, 1) if name == "dq" else slice(1, 3)
     for c in abp.SPACES[name]:
         cfg = dict(zip(("BLOCK_M", "BLOCK_N", "STAGES", "SQUADS"), c))
         out = tuple(poisoned_like(x) for x in (q, k, v))
-        abp.run_pass(a, do, lse, delta, out, name, cfg)
+        abp.run_pass(a, do, st, out, name, cfg)
         assert_grads(out[part], want[part], F16)
 
 
@@ -112,12 +112,12 @@ def test_launches_tme_and_sqmma(rng):
     q, k, v, do = qkv(rng, 1, 1, 1, 128, 128, 128, BF16, n=4)
     o, lse = flash_attention(q, k, v, return_lse=True, backend="pinghu")
     a = prepare(q, k, v, backend="pinghu")
-    delta = (o.astype(np.float32) * do.astype(np.float32)).sum(-1)
+    st = abp.stats(a, o, do, lse)
     out = tuple(poisoned_like(x) for x in (q, k, v))
     cfg = dict(BLOCK_M=32, BLOCK_N=64, STAGES=2, SQUADS=1)
     for name in abp.PASSES:
         with mutile.profile(sample=False) as prof:
-            abp.run_pass(a, do, lse, delta, out, name, cfg)
+            abp.run_pass(a, do, st, out, name, cfg)
         rec, = prof.launches
         text = "\n".join(row.text for row in rec.by_pc)
         assert "TME.LD.TILE.2D" in text and "SQMMA." in text and "ASYNC.BAR.WAIT" in text
@@ -165,8 +165,7 @@ def test_tuned_choice_is_the_cycle_models_fastest(rng, causal):
     assert kernels == EXPLICIT
     assert_grads(got, reference_grads(q, k, v, do, causal=causal), F16)
     a = prepare(q, k, v, causal=causal, backend="pinghu")
-    lse = np.zeros(q.shape[:3], np.float32)
-    delta = np.zeros_like(lse)
+    st = abp.stats(a, np.zeros_like(q), do, np.zeros(q.shape[:3], np.float32))
     out = tuple(np.empty_like(x) for x in (q, k, v))
     for name, tuner in zip(abp.PASSES, tuners):
         d = tuner.tuning_log[-1]
@@ -175,17 +174,16 @@ def test_tuned_choice_is_the_cycle_models_fastest(rng, causal):
         assert d.timings[win][0] == min(t[0] for t in d.timings.values())
         for ident, cfg in d.configs.items():
             ms = mutile.testing.do_bench(
-                lambda: abp.run_pass(a, do, lse, delta, out, name, cfg.kwargs))
+                lambda: abp.run_pass(a, do, st, out, name, cfg.kwargs))
             assert ms == pytest.approx(d.timings[ident][0], rel=1e-9)
 
 
 def test_run_pass_checks_its_config(rng):
     q, k, v, do = qkv(rng, 1, 1, 1, 64, 64, 64, F16, n=4)
     a = prepare(q, k, v, backend="pinghu")
-    lse = np.zeros(q.shape[:3], np.float32)
+    st = abp.stats(a, np.zeros_like(q), do, np.zeros(q.shape[:3], np.float32))
     out = tuple(np.empty_like(x) for x in (q, k, v))
     with pytest.raises(ValueError, match="BLOCK_M, BLOCK_N, STAGES and SQUADS"):
-        abp.run_pass(a, do, lse, lse, out, "dq", dict(BLOCK_M=64))
+        abp.run_pass(a, do, st, out, "dq", dict(BLOCK_M=64))
     with pytest.raises(ValueError, match="'dkdv' or 'dq'"):
-        abp.run_pass(a, do, lse, lse, out, "dk", dict(BLOCK_M=64, BLOCK_N=64, STAGES=2,
-                                                      SQUADS=1))
+        abp.run_pass(a, do, st, out, "dk", dict(BLOCK_M=64, BLOCK_N=64, STAGES=2, SQUADS=1))
