@@ -10,7 +10,7 @@ derivative with respect to the score is known: the standard ones of
 user's score_mod needs :func:`register_score_mod_grad` or ``score_mod_grad=``. Otherwise
 the backward raises ValueError. Mask mods need no derivative.
 
-On pinghu, the dK/dV and dQ passes are the explicit TME/SQMMA kernels of
+On pinghu, the pre-pass and both passes are the explicit TME/SQMMA kernels of
 :mod:`.attention_bwd_pinghu` when they take the arguments (its ``supports``).
 """
 import numpy as np

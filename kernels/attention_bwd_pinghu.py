@@ -1,35 +1,40 @@
 """FlashAttention backward, explicitly on Pinghu's engines (``mutile.language.pinghu``).
 
-The portable backward's two passes (:mod:`.attention_bwd`: the Delta pre-pass stays its
-pointer kernel) written the way :mod:`.attention_pinghu` writes the forward: each program
-is a ``ph.warp_specialize`` of one **producer warp**, which TME-loads the program's
-resident tiles once and then streams the swept tiles through a ring of ``STAGES`` shared
-stages with full/empty AsyncBarriers (:func:`.attention_pinghu.load_ring`), and one
-consumer partition of ``SQUADS`` WarpSquads (64 rows of every SQMMA each).
+The portable backward's structure (:mod:`.attention_bwd`: a pre-pass, dK/dV with K and V
+resident, dQ) written the way :mod:`.attention_pinghu` writes the forward. Each pass is a
+``ph.warp_specialize`` of one **producer warp**, which TME-loads the program's resident
+tiles once (a box per squad) and then streams the swept tiles through a ring of
+``STAGES`` shared stages with full/empty AsyncBarriers (:func:`.attention_pinghu.load_ring`),
+and ``SQUADS`` **consumer WarpSquads, one partition each**, so that one squad's pointwise
+work runs while another's SQMMAs do (FA3's ping-pong).
 
-- **dK/dV** (grid ``(cdiv(seq_k, BLOCK_N), batch * kv_heads)``): K and V of ``BLOCK_N``
-  keys resident; the ring carries the Q and dO boxes of every query block that can see
-  them (:func:`.attention_parts.q_bounds`), for every query head of the GQA group in
-  turn, so the program owns its dK, dV rows (no atomics). Per block, transposed so that
-  the keys are the SQMMA rows throughout: ``S^T = K Q^T`` and ``dP^T = V dO^T`` by SQMMA,
-  the score pipeline (:func:`.attention_parts.mod_scores`,
-  :func:`.attention_parts.score_grads`: ``P^T``, ``dS^T`` with the mods' chain factors;
-  positions, lse and Delta broadcast as ``[1, BLOCK_M]`` rows), ``P^T`` and ``dS^T``
-  stored to shared memory in q's dtype, then ``dV += P^T dO`` and ``dK += dS^T Q``.
-- **dQ** (grid ``(cdiv(seq_q, BLOCK_M), batch * heads)``): Q and dO resident; the ring
-  carries the K and V boxes of every visible key block (:func:`.attention_parts.kv_bounds`);
-  ``S = Q K^T``, ``dP = dO V^T``, ``dS`` stored to shared, ``dQ += dS K``.
+- **Pre-pass** (:func:`attn_bwd_stats_kernel`): per query row ``-log2(e) * lse`` and
+  ``Delta = sum(O * dO)``, in rows padded per head to :data:`STAT_PAD` (-inf and 0), one
+  array for both passes (:func:`stats`).
+- **dK/dV** (grid ``(cdiv(seq_k, BLOCK_N), batch * kv_heads)``): squad ``i`` owns keys
+  ``i * BLOCK_N / SQUADS ..`` of the block; the ring carries the Q and dO boxes of every
+  query block that can see them (:func:`.attention_parts.q_bounds`), for every query
+  head of the GQA group in turn, so the program owns its dK, dV rows (no atomics). Per
+  block: ``S = Q K^T`` and ``dP = dO V^T`` by SQMMA (query rows, key columns, as in the
+  forward), ``P`` and ``dS`` (:func:`tile_grads`) stored to the squad's shared tiles in
+  q's dtype, then ``dV += P^T dO`` and ``dK += dS^T Q`` with SQMMA reading the stored
+  tiles transposed (``trans_a``).
+- **dQ** (grid ``(cdiv(seq_q, BLOCK_M), batch * heads)``): squad ``i`` owns query rows
+  ``i * BLOCK_M / SQUADS ..``; the ring carries the K and V boxes of every visible key
+  block (:func:`.attention_parts.kv_bounds`); ``S``, ``dP``, ``dS`` to shared,
+  ``dQ += dS K``.
 
-lse and Delta are read with pointer loads; the outputs are stored with pointer stores
-(rows past the sequence dropped), dK and dQ times ``sm_scale``. Boxes past a sequence read
-TME's zeros and their positions are masked, as in the forward.
+In both loops the next block's ``S``, ``dP`` are issued right behind this block's
+accumulating SQMMAs and one wait covers them all (the forward's ``kv_loop``), and a
+block's statistics are loaded a block ahead as ``[ROWS, 128 / ROWS]`` tiles, one element
+per thread, which the block layout broadcasts over the score tile inside each thread
+(:func:`row_stats`, :func:`over_tile`). With no mask and no mod a tile needs no
+visibility test (:func:`tile_grads`); otherwise the portable score pipeline runs
+(:func:`.attention_parts.mod_scores`, :func:`.attention_parts.score_grads`). Outputs are
+stored with pointer stores (rows past the sequence dropped), dK and dQ times ``sm_scale``.
 
-A score_mod and mask_mod receive their positions as broadcastable tiles: ``[BLOCK_M, 1]``
-and ``[1, BLOCK_N]`` in dQ, ``[1, BLOCK_M]`` and ``[BLOCK_N, 1]`` in dK/dV (elementwise
-mods, as every mod of :mod:`.block_mask`, do not see the difference).
-
-:func:`supports` is the forward's scope (and a TME-aligned ``do``);
-:func:`run` launches both passes, each autotuned on modelled time (:func:`tuner_for`);
+:func:`supports` is the forward's scope (and a TME-aligned ``do``); :func:`run` launches
+the three kernels, each pass autotuned on modelled time (:func:`tuner_for`);
 :func:`run_pass` one pass with one config.
 """
 import functools

@@ -21,7 +21,7 @@ DeepSeek-V3 describes. ``K`` need not be a multiple of 128 (the last block is sh
 its out-of-bounds elements read as zero). On ``backend="pinghu"`` the K loop is a TME +
 SQMMA pipeline (the compiler's async lowering); the scales are read with ordinary loads
 into registers in the accumulator's layout, one vector of ``BLOCK_M`` A scales and one of
-``BLOCK_N`` weight scales per K block.
+``BLOCK_N`` weight scales per K block (the explicit kernel loads them a block ahead).
 """
 import numpy as np
 
@@ -102,7 +102,8 @@ def _blockwise_consumer(a_s, b_s, full, empty, as_ptr, bs_ptr, out_ptr, M, N, K,
     """One consumer WarpSquad, a partition of its own: rows ``SQUAD * BM / SQUADS`` on of
     each tile. Per 128-K block and half of the tile's columns, an SQMMA into a fresh f32
     partial, then ``acc_j = fma(partial, s_a[:, None] * s_b, acc_j)`` with the A scales
-    in registers in the accumulator's layout. A half-width partial is what lets a 128-row
+    in registers in the accumulator's layout, loaded a K block ahead (their latency hides
+    behind this block's SQMMAs). A half-width partial is what lets a 128-row
     squad hold its 128 x 128 accumulator (128 registers a thread) and promote without
     spilling (a full-width one would need 256); the other squad's SQMMAs run while this
     one scales."""
@@ -115,11 +116,18 @@ def _blockwise_consumer(a_s, b_s, full, empty, as_ptr, bs_ptr, out_ptr, M, N, K,
         offs_m = pid_m * BM + SQUAD * SM + ml.arange(0, SM)
         acc0 = ml.zeros((SM, HN), ml.float32)
         acc1 = ml.zeros((SM, HN), ml.float32)
+        sb_row = bs_ptr + (pid_n * BN // 128) * stride_bsn                  # BN = 128
+        sa_rows = as_ptr + offs_m[:, None] * stride_asm
+        in_m = offs_m[:, None] < M
+        nsb = ml.load(sb_row)
+        nsa = ml.load(sa_rows, mask=in_m, other=0.0)
         for kk in range(k_steps):
             s = it % STAGES
-            sb = ml.load(bs_ptr + (pid_n * BN // 128) * stride_bsn + kk)   # BN = 128
-            sab = ml.load(as_ptr + offs_m[:, None] * stride_asm + kk,
-                          mask=offs_m[:, None] < M, other=0.0) * sb
+            sab = nsa * nsb
+            # the next K block's scales, loaded while this block's SQMMAs run
+            more = kk + 1 < k_steps
+            nsb = ml.load(sb_row + kk + 1, mask=more, other=0.0)
+            nsa = ml.load(sa_rows + kk + 1, mask=in_m & more, other=0.0)
             a = a_s[SQUADS * s + SQUAD]
             ph.barrier_wait(full[s], (it // STAGES) & 1)
             part = ph.sqmma_wait(ph.sqmma(a, b_s[2 * s], None, trans_b=True))

@@ -15,10 +15,11 @@ same kernels (for the backward row: the relative error of the directional deriva
 (bf16 peak x modelled time), with the forward's flops 4 * S^2 * D per head (halved when causal) and the backward's counted
 as 2.5x the forward's, as the FlashAttention papers do.
 
-The full shape takes about 13 minutes on a 2-core machine, tuning included; since the
-forward's grid is persistent each launch fits the default watchdog (600 s; the longest,
-the non-causal forward, is profiled in about 65 s), so ``mutile bench --backend
-templates`` runs these rows as they are.
+The full shape takes about 24 minutes on a 2-core machine, tuning included (the
+backward tunes four configs of each pass at the full shape); since the forward's grid is
+persistent each launch fits the default watchdog (600 s; the longest, the non-causal
+forward, is profiled in about 65 s), so ``mutile bench --backend templates`` runs these
+rows as they are (26 minutes in all on 2026-12-08).
 """
 from __future__ import annotations
 
