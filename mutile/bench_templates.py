@@ -32,8 +32,25 @@ def print_pinghu(rows) -> None:
         floor = _floor(r["name"])
         print(f"{r['name']:58s} {r['model']['time_us']:10.1f} {100 * r['utilization']:6.1f}% "
               f"{'' if floor is None else f'{100 * floor:.0f}%':>6s}  {r['max_abs_err']:.2g}")
+    ratio = blockwise_ratio(rows)
+    if ratio is not None:
+        print(f"{'fp8 blockwise time / gemm e4m3 (per-tensor) time':58s} {ratio:10.3f}x "
+              f"(floor {BLOCKWISE_FLOOR:.2f}x)")
     print("  util: useful MMA flops / (peak at the dtype x modelled time); each row names its "
           "shape; floors from issue 14.")
+
+
+BLOCKWISE_FLOOR = 1.05      # the per-block FP8 GEMM within 5% of the per-tensor one's time
+
+
+def blockwise_ratio(rows):
+    """The per-block FP8 GEMM's modelled time over the per-tensor e4m3 GEMM's, when both
+    rows are there (the same shape: both come from ``bench_templates_gemm.rows``)."""
+    times = {key: r["model"]["time_us"] for r in rows
+             for key in ("fp8 blockwise", "gemm e4m3") if r["name"].startswith(key)}
+    if len(times) < 2:
+        return None
+    return times["fp8 blockwise"] / times["gemm e4m3"]
 
 
 def run(quick: bool = False, as_json: bool = False) -> int:
