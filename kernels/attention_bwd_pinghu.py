@@ -16,7 +16,7 @@ work runs while another's SQMMAs do (FA3's ping-pong).
   query block that can see them (:func:`.attention_parts.q_bounds`), for every query
   head of the GQA group in turn, so the program owns its dK, dV rows (no atomics). Per
   block: ``S = Q K^T`` and ``dP = dO V^T`` by SQMMA (query rows, key columns, as in the
-  forward), ``P`` and ``dS`` (:func:`tile_grads`) stored to the squad's shared tiles in
+  forward), ``P`` and ``dS`` (:func:`squad_grads`) stored to the squad's shared tiles in
   q's dtype, then ``dV += P^T dO`` and ``dK += dS^T Q`` with SQMMA reading the stored
   tiles transposed (``trans_a``).
 - **dQ** (grid ``(cdiv(seq_q, BLOCK_M), batch * heads)``): squad ``i`` owns query rows
@@ -29,7 +29,7 @@ accumulating SQMMAs and one wait covers them all (the forward's ``kv_loop``), an
 block's statistics are loaded a block ahead as ``[ROWS, 128 / ROWS]`` tiles, one element
 per thread, which the block layout broadcasts over the score tile inside each thread
 (:func:`row_stats`, :func:`over_tile`). With no mask and no mod a tile needs no
-visibility test (:func:`tile_grads`); otherwise the portable score pipeline runs
+visibility test (:func:`squad_grads`); otherwise the portable score pipeline runs
 (:func:`.attention_parts.mod_scores`, :func:`.attention_parts.score_grads`). Outputs are
 stored with pointer stores (rows past the sequence dropped), dK and dQ times ``sm_scale``.
 
@@ -149,6 +149,7 @@ def row_stats(Stats, plane, row0, rows, valid, ROWS: ml.constexpr):
     a ``[ROWS, 128 / ROWS]`` tile of one element per thread of the WarpSquad
     (:func:`over_tile` broadcasts them). Nothing reads them here, so loads issued a block
     ahead wait for no one; nothing is read unless ``valid``."""
+    ml.static_assert(ROWS <= 128, "a squad tile has at most 128 query rows")
     at = Stats + row0 + rows[:, None] + ml.zeros([1, 128 // ROWS], ml.int32)
     return (ml.load(at, mask=valid, other=0.0), ml.load(at + plane, mask=valid, other=0.0))
 
@@ -159,13 +160,14 @@ def over_tile(x, N: ml.constexpr):
     In the block layout a thread's run of the score tile lies in the one row whose
     statistic it holds, so the broadcast stays in the thread (no move through shared
     memory) and folds into its readers."""
+    ml.static_assert(N >= x.shape[1], "the score tile must have a run for every thread")
     return ml.reshape(ml.broadcast_to(ml.expand_dims(x, 2),
                                       [x.shape[0], x.shape[1], N // x.shape[1]]),
                       [x.shape[0], N])
 
 
 @mutile.jit
-def tile_grads(s, dp, nl, delta, sm_scale, softcap, slope, b, h, rows, cols, seq_q, seq_k,
+def squad_grads(s, dp, nl, delta, sm_scale, softcap, slope, b, h, rows, cols, seq_q, seq_k,
                shift, left, right, CAUSAL: ml.constexpr, WINDOW: ml.constexpr,
                SOFTCAP: ml.constexpr, ALIBI: ml.constexpr, SCORE_MOD: ml.constexpr,
                MASK_MOD: ml.constexpr, score_mod, score_grad, mask_mod):
@@ -197,6 +199,12 @@ def next_stage(st, par, last, STAGES: ml.constexpr):
 
 @mutile.jit
 def dkdv_consumer(squad, c):
+    """WarpSquad ``squad``: the dK, dV of its ``SQUAD_N`` keys (the ``squad``-th of the key
+    block) over every group head's query blocks, one ring step each, then their stores.
+    A step's ``S``, ``dP`` are issued right behind the previous step's ``dV``, ``dK`` and
+    one wait covers all four (as the forward's ``kv_loop``); its statistics and slope are
+    loaded a step ahead. ``c``: the kernel's arguments every squad shares (one tuple, so
+    the partitions differ in ``squad`` alone)."""
     (k_s, v_s, q_s, do_s, p_s, ds_s, kv_bar, full, empty, Stats, dK, dV, Slopes, b, hk, group,
      heads, start_n, seq_q, seq_k, shift, left, right, sm_scale, softcap, per_head, plane, s_kb,
      s_kh, s_kn, s_ab, HEAD_DIM, BLOCK_M, BLOCK_N, STAGES, SQUADS, CAUSAL, WINDOW, SOFTCAP,
@@ -205,11 +213,6 @@ def dkdv_consumer(squad, c):
     v_s = v_s[squad]
     p_s = p_s[squad]
     ds_s = ds_s[squad]
-    """One WarpSquad: the dK, dV of its ``SQUAD_N`` keys (the ``squad``-th of the key
-    block) over every group head's query blocks, one ring step each, then their stores.
-    A step's ``S``, ``dP`` are issued right behind the previous step's ``dV``, ``dK`` and
-    one wait covers all four (as the forward's ``kv_loop``); its statistics and slope are
-    loaded a step ahead."""
     SQUAD_N: ml.constexpr = BLOCK_N // SQUADS
     cols = start_n * BLOCK_N + squad * SQUAD_N + ml.arange(0, SQUAD_N)
     offs_m = ml.arange(0, BLOCK_M)
@@ -238,7 +241,7 @@ def dkdv_consumer(squad, c):
     j = 0
     for it in range(total):
         rows = lo + j * BLOCK_M + offs_m
-        p, ds = tile_grads(s, dp, over_tile(nl, SQUAD_N), over_tile(delta, SQUAD_N),
+        p, ds = squad_grads(s, dp, over_tile(nl, SQUAD_N), over_tile(delta, SQUAD_N),
                            sm_scale, softcap, slope, b, h0 + gi, rows, cols, seq_q, seq_k,
                            shift, left, right, CAUSAL, WINDOW, SOFTCAP, ALIBI, SCORE_MOD,
                            MASK_MOD, score_mod, score_grad, mask_mod)
@@ -284,16 +287,18 @@ def dq_producer(q_desc, do_desc, k_desc, v_desc, q_s, do_s, k_s, v_s, q_bar, ful
 
 
 @mutile.jit
-def dq_consumer(q_s, do_s, k_s, v_s, ds_s, q_bar, full, empty, Stats, dQ, Slopes, squad, b, h,
-                heads, start_m, seq_q, seq_k, shift, left, right, sm_scale, softcap, per_head,
-                plane, s_qb, s_qh, s_qm, s_ab, HEAD_DIM: ml.constexpr, BLOCK_M: ml.constexpr,
-                BLOCK_N: ml.constexpr, STAGES: ml.constexpr, SQUADS: ml.constexpr,
-                CAUSAL: ml.constexpr, WINDOW: ml.constexpr, SOFTCAP: ml.constexpr,
-                ALIBI: ml.constexpr, SCORE_MOD: ml.constexpr, MASK_MOD: ml.constexpr,
-                score_mod, score_grad, mask_mod):
-    """One WarpSquad: the dQ of its ``SQUAD_M`` query rows (the ``squad``-th of the query
-    block) over every visible key block, then its store; the next block's ``S``, ``dP``
-    are issued right behind ``dQ += dS K`` (as in :func:`dkdv_consumer`)."""
+def dq_consumer(squad, c):
+    """WarpSquad ``squad``: the dQ of its ``SQUAD_M`` query rows (the ``squad``-th of the
+    query block) over every visible key block, then its store; the next block's ``S``,
+    ``dP`` are issued right behind ``dQ += dS K`` (as in :func:`dkdv_consumer`; ``c`` as
+    there)."""
+    (q_s, do_s, k_s, v_s, ds_s, q_bar, full, empty, Stats, dQ, Slopes, b, h, heads, start_m,
+     seq_q, seq_k, shift, left, right, sm_scale, softcap, per_head, plane, s_qb, s_qh, s_qm,
+     s_ab, HEAD_DIM, BLOCK_M, BLOCK_N, STAGES, SQUADS, CAUSAL, WINDOW, SOFTCAP, ALIBI,
+     SCORE_MOD, MASK_MOD, score_mod, score_grad, mask_mod) = c
+    q_s = q_s[squad]
+    do_s = do_s[squad]
+    ds_s = ds_s[squad]
     SQUAD_M: ml.constexpr = BLOCK_M // SQUADS
     rows = start_m * BLOCK_M + squad * SQUAD_M + ml.arange(0, SQUAD_M)
     offs_n = ml.arange(0, BLOCK_N)
@@ -314,7 +319,7 @@ def dq_consumer(q_s, do_s, k_s, v_s, ds_s, q_bar, full, empty, Stats, dQ, Slopes
     st = 0
     par = 0
     for j in range(n):
-        _, ds = tile_grads(s, dp, over_tile(nl, BLOCK_N), over_tile(delta, BLOCK_N), sm_scale,
+        _, ds = squad_grads(s, dp, over_tile(nl, BLOCK_N), over_tile(delta, BLOCK_N), sm_scale,
                            softcap, slope, b, h, rows, lo + j * BLOCK_N + offs_n, seq_q, seq_k,
                            shift, left, right, CAUSAL, WINDOW, SOFTCAP, ALIBI, SCORE_MOD,
                            MASK_MOD, score_mod, score_grad, mask_mod)
@@ -352,6 +357,7 @@ def build_kernels(score_mod, score_grad, mask_mod):
                                 SOFTCAP: ml.constexpr, ALIBI: ml.constexpr,
                                 SCORE_MOD: ml.constexpr, MASK_MOD: ml.constexpr):
         """Grid (cdiv(seq_k, BLOCK_N), batch * kv_heads); 4 * SQUADS + 1 warps."""
+        ml.static_assert(SQUADS == 1 or SQUADS == 2, "SQUADS must be 1 or 2 (a partition each)")
         start_n = ml.program_id(0)
         bh = ml.program_id(1)
         b = bh // kv_heads
@@ -374,14 +380,8 @@ def build_kernels(score_mod, score_grad, mask_mod):
              mmod)
         if SQUADS == 1:
             ph.warp_specialize([(dkdv_consumer, (0, c), 4), ring])
-        elif SQUADS == 2:
-            ph.warp_specialize([(dkdv_consumer, (0, c), 4), (dkdv_consumer, (1, c), 4), ring])
-        elif SQUADS == 3:
-            ph.warp_specialize([(dkdv_consumer, (0, c), 4), (dkdv_consumer, (1, c), 4),
-                                (dkdv_consumer, (2, c), 4), ring])
         else:
-            ph.warp_specialize([(dkdv_consumer, (0, c), 4), (dkdv_consumer, (1, c), 4),
-                                (dkdv_consumer, (2, c), 4), (dkdv_consumer, (3, c), 4), ring])
+            ph.warp_specialize([(dkdv_consumer, (0, c), 4), (dkdv_consumer, (1, c), 4), ring])
 
     @mutile.jit
     def attn_bwd_dq_ph_kernel(Q, K, V, dO, Stats, dQ, Slopes, seq_q, seq_k, heads, group,
@@ -393,6 +393,7 @@ def build_kernels(score_mod, score_grad, mask_mod):
                               SOFTCAP: ml.constexpr, ALIBI: ml.constexpr,
                               SCORE_MOD: ml.constexpr, MASK_MOD: ml.constexpr):
         """Grid (cdiv(seq_q, BLOCK_M), batch * heads); 4 * SQUADS + 1 warps."""
+        ml.static_assert(SQUADS == 1 or SQUADS == 2, "SQUADS must be 1 or 2 (a partition each)")
         start_m = ml.program_id(0)
         bh = ml.program_id(1)
         b = bh // heads
@@ -409,20 +410,14 @@ def build_kernels(score_mod, score_grad, mask_mod):
         ring = (dq_producer, (q_desc, do_desc, k_desc, v_desc, q_s, do_s, k_s, v_s, q_bar,
                               full, empty, start_m, seq_k, shift, left, right, BLOCK_M,
                               BLOCK_N, STAGES, SQUADS, CAUSAL, WINDOW), 1)
-        first = (dq_consumer, (q_s[0], do_s[0], k_s, v_s, ds_s[0], q_bar, full, empty, Stats,
-                               dQ, Slopes, 0, b, h, heads, start_m, seq_q, seq_k, shift, left,
-                               right, sm_scale, softcap, per_head, plane, s_qb, s_qh, s_qm,
-                               s_ab, HEAD_DIM, BLOCK_M, BLOCK_N, STAGES, SQUADS, CAUSAL, WINDOW,
-                               SOFTCAP, ALIBI, SCORE_MOD, MASK_MOD, smod, sgrad, mmod), 4)
+        c = (q_s, do_s, k_s, v_s, ds_s, q_bar, full, empty, Stats, dQ, Slopes, b, h, heads,
+             start_m, seq_q, seq_k, shift, left, right, sm_scale, softcap, per_head, plane,
+             s_qb, s_qh, s_qm, s_ab, HEAD_DIM, BLOCK_M, BLOCK_N, STAGES, SQUADS, CAUSAL,
+             WINDOW, SOFTCAP, ALIBI, SCORE_MOD, MASK_MOD, smod, sgrad, mmod)
         if SQUADS == 1:
-            ph.warp_specialize([first, ring])
+            ph.warp_specialize([(dq_consumer, (0, c), 4), ring])
         else:
-            ph.warp_specialize([first, (dq_consumer, (
-                q_s[1], do_s[1], k_s, v_s, ds_s[1], q_bar, full, empty, Stats, dQ, Slopes, 1, b,
-                h, heads, start_m, seq_q, seq_k, shift, left, right, sm_scale, softcap,
-                per_head, plane, s_qb, s_qh, s_qm, s_ab, HEAD_DIM, BLOCK_M, BLOCK_N, STAGES,
-                SQUADS, CAUSAL, WINDOW, SOFTCAP, ALIBI, SCORE_MOD, MASK_MOD, smod, sgrad, mmod),
-                4), ring])
+            ph.warp_specialize([(dq_consumer, (0, c), 4), (dq_consumer, (1, c), 4), ring])
 
     return attn_bwd_dkdv_ph_kernel, attn_bwd_dq_ph_kernel
 

@@ -187,3 +187,7 @@ def test_run_pass_checks_its_config(rng):
         abp.run_pass(a, do, st, out, "dq", dict(BLOCK_M=64))
     with pytest.raises(ValueError, match="'dkdv' or 'dq'"):
         abp.run_pass(a, do, st, out, "dk", dict(BLOCK_M=64, BLOCK_N=64, STAGES=2, SQUADS=1))
+    for name in abp.PASSES:         # one partition per squad: one or two of them
+        with pytest.raises(mutile.CompilationError, match="SQUADS must be 1 or 2"):
+            abp.run_pass(a, do, st, out, name, dict(BLOCK_M=64, BLOCK_N=64, STAGES=2,
+                                                    SQUADS=4))
